@@ -1,0 +1,101 @@
+"""objectspace: fine-grained, checkpointed operator state for Python stream processing.
+
+An :class:`ObjectSpace` holds named persisted collections whose edits are tracked per slot,
+so a checkpoint writes what changed, not what exists::
+
+    import objectspace as osp
+
+    space = osp.ObjectSpace()
+    buf = space.create_list("buffer")
+    buf.append(1.5)
+    store = osp.SQLiteStore("state.db")
+    stats = space.checkpoint(store)           # writes one item and the length
+    restored = osp.ObjectSpace.load(store.reader())
+"""
+
+from __future__ import annotations
+
+from objectspace.collections import (
+    LinkedListNode,
+    PersistedArray,
+    PersistedDict,
+    PersistedLinkedList,
+    PersistedList,
+    PersistedObject,
+    PersistedQueue,
+    PersistedSet,
+    PersistedSortedDict,
+    PersistedSortedSet,
+    PersistedStack,
+    PersistedValue,
+)
+from objectspace.errors import (
+    CheckpointError,
+    CorruptStateError,
+    ObjectDeletedError,
+    ObjectExistsError,
+    ObjectSpaceError,
+    SerializationError,
+    StorageError,
+    WrongKindError,
+)
+from objectspace.keygroups import KeyGroups, key_group_hash
+from objectspace.serialization import (
+    JsonSerializer,
+    MsgpackSerializer,
+    PickleSerializer,
+    Serializer,
+)
+from objectspace.space import ObjectSpace
+from objectspace.storage import (
+    CheckpointKind,
+    MemoryStore,
+    SQLiteStore,
+    StateReader,
+    StateWriter,
+    Store,
+    WriteStats,
+)
+
+CheckpointStats = WriteStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointKind",
+    "CheckpointStats",
+    "CorruptStateError",
+    "JsonSerializer",
+    "KeyGroups",
+    "LinkedListNode",
+    "MemoryStore",
+    "MsgpackSerializer",
+    "ObjectDeletedError",
+    "ObjectExistsError",
+    "ObjectSpace",
+    "ObjectSpaceError",
+    "PersistedArray",
+    "PersistedDict",
+    "PersistedLinkedList",
+    "PersistedList",
+    "PersistedObject",
+    "PersistedQueue",
+    "PersistedSet",
+    "PersistedSortedDict",
+    "PersistedSortedSet",
+    "PersistedStack",
+    "PersistedValue",
+    "PickleSerializer",
+    "SQLiteStore",
+    "SerializationError",
+    "Serializer",
+    "StateReader",
+    "StateWriter",
+    "Store",
+    "StorageError",
+    "WriteStats",
+    "WrongKindError",
+    "__version__",
+    "key_group_hash",
+]

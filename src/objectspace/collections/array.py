@@ -1,0 +1,107 @@
+"""A persisted array of fixed length."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, overload
+
+from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
+from objectspace.errors import CorruptStateError
+from objectspace.storage.base import StateReader
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+
+__all__ = ["PersistedArray"]
+
+
+class PersistedArray(PersistedObject):
+    """A fixed-length array: indexing (negative too), assignment, iteration.
+
+    Stored as ``metadata: length = n`` and ``items: i = value``. Reading and assigning a slot
+    cost O(1); a checkpoint writes one row per assigned slot.
+    """
+
+    KIND = "Array"
+    __slots__ = ("_data",)
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: list[Any]) -> None:
+        super().__init__(space, object_id)
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def _index(self, index: int) -> int:
+        n = len(self._data)
+        if not -n <= index < n:
+            raise IndexError(f"array {self._id!r} index {index} out of range (length {n})")
+        return index + n if index < 0 else index
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        """The value at ``index`` (a slice gives a plain list). O(1)."""
+        if isinstance(index, slice):
+            return self._data[index]
+        try:
+            return self._data[index]
+        except IndexError:
+            raise IndexError(
+                f"array {self._id!r} index {index} out of range (length {len(self._data)})"
+            ) from None
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        """Assign one slot. O(1)."""
+        if not self._registered:
+            self._touch()
+        i = self._index(index)
+        self._data[i] = value
+        self._dirty.add(i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._data
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistedArray):
+            return self._data == other._data
+        if isinstance(other, list | tuple):
+            return self._data == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        dumps = out.dumps
+        data = self._data
+        rows = out.table(self._t_items)
+        if whole:
+            out.table(self._t_meta)[b"length"] = dumps(len(data))
+            for i, value in enumerate(data):
+                rows[int_key(i)] = dumps(value)
+        else:
+            for i in page.slots:
+                rows[int_key(i)] = dumps(data[i])
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedArray:
+        raw = reader.get(f"state/item/{object_id}/metadata", b"length")
+        if raw is None:
+            raise CorruptStateError(f"array {object_id!r} has no stored length")
+        data: list[Any] = [None] * loads(raw)
+        try:
+            for key, value in reader.items(f"state/item/{object_id}/items"):
+                data[int(key)] = loads(value)
+        except (ValueError, IndexError) as exc:
+            raise CorruptStateError(f"array {object_id!r} has a bad slot: {exc}") from exc
+        return cls(space, object_id, data)
+
+    def __repr__(self) -> str:
+        return f"<PersistedArray {self._id!r}: {self._data!r}>"

@@ -1,0 +1,243 @@
+"""What every persisted object shares: identity, edit pages, and the save protocol.
+
+Every mutation records the *slots* it touched in the object's current edit page. When the
+space saves, the current page is merged into the page frozen by an earlier save that was not
+acknowledged yet (its commit failed, or ``on_saved`` did not run), and the merged page is
+frozen in turn: the save writes exactly the slots it names. ``on_saved`` forgets the frozen
+page; edits made between ``save`` and ``on_saved`` went into a new current page and stay
+dirty. So a failed commit never loses an edit, and a checkpoint writes what changed.
+
+A page also records whether the object is new (write it whole), whether it was cleared (one
+table delete instead of a delete per element), and whether its metadata changed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from objectspace.errors import ObjectDeletedError
+from objectspace.storage.base import DELETED, StateReader, TableChanges
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+
+__all__ = ["INF", "Emitter", "Page", "PersistedObject", "int_key"]
+
+INF = sys.maxsize
+
+
+def int_key(index: int) -> bytes:
+    """The stored key of an integer slot: its decimal digits (``3`` → ``b"3"``)."""
+    return b"%d" % index
+
+
+class Page:
+    """The edits of one checkpoint interval (or several merged ones) of one object."""
+
+    __slots__ = ("cleared", "from_", "length", "links", "meta", "new", "slots")
+
+    def __init__(
+        self,
+        *,
+        new: bool = False,
+        cleared: bool = False,
+        meta: bool = False,
+        slots: set[Any] | None = None,
+        links: set[Any] | None = None,
+        from_: int = INF,
+        length: int = 0,
+    ) -> None:
+        self.new = new
+        self.cleared = cleared
+        self.meta = meta
+        self.slots: set[Any] = slots if slots is not None else set()
+        self.links: set[Any] = links if links is not None else set()
+        self.from_ = from_
+        self.length = length
+
+    def then(self, later: Page) -> Page:
+        """This page followed by ``later``: what a save must write to cover both."""
+        if later.cleared:
+            # A clear supersedes every slot edit before it; only newness survives.
+            return Page(
+                new=self.new or later.new,
+                cleared=True,
+                meta=True,
+                slots=set(later.slots),
+                links=set(later.links),
+                from_=later.from_,
+                length=later.length,
+            )
+        return Page(
+            new=self.new or later.new,
+            cleared=self.cleared,
+            meta=self.meta or later.meta,
+            slots=self.slots | later.slots,
+            links=self.links | later.links,
+            from_=min(self.from_, later.from_),
+            length=later.length,
+        )
+
+
+class Emitter:
+    """Collects one save's edits as normalised :class:`TableChanges`, before any reach a writer."""
+
+    __slots__ = ("changes", "dumps")
+
+    def __init__(self, dumps: Callable[[Any], bytes]) -> None:
+        self.dumps = dumps
+        self.changes: dict[str, TableChanges] = {}
+
+    def table(self, name: str) -> dict[bytes, Any]:
+        """The row edits of table ``name`` (key → bytes or DELETED), created on first use."""
+        changes = self.changes.get(name)
+        if changes is None:
+            changes = self.changes[name] = TableChanges()
+        return changes.rows
+
+    def truncate(self, name: str) -> None:
+        """Delete the whole table ``name`` before the rows emitted after this call."""
+        changes = self.changes.get(name)
+        if changes is None:
+            changes = self.changes[name] = TableChanges()
+        changes.truncated = True
+        changes.rows.clear()
+
+
+class PersistedObject:
+    """Base of the ten persisted types. Not instantiated directly: use ``space.create_*``.
+
+    Subclasses set :attr:`KIND` (the name stored in ``state/index``), implement
+    :meth:`_emit` (write a page, or the whole object) and :meth:`_load`.
+    """
+
+    KIND: ClassVar[str] = ""
+    __slots__ = (
+        "_cleared",
+        "_dirty",
+        "_id",
+        "_meta",
+        "_new",
+        "_pending",
+        "_registered",
+        "_space",
+        "_t_data",
+        "_t_items",
+        "_t_meta",
+    )
+
+    def __init__(self, space: ObjectSpace, object_id: str) -> None:
+        self._id = object_id
+        self._space: ObjectSpace | None = space
+        self._registered = False
+        self._dirty: set[Any] = set()
+        self._meta = False
+        self._cleared = False
+        self._new = False
+        self._pending: Page | None = None
+        prefix = f"state/item/{object_id}/"
+        self._t_meta = prefix + "metadata"
+        self._t_items = prefix + "items"
+        self._t_data = prefix + "data"
+
+    @property
+    def id(self) -> str:
+        """The object's id in its space."""
+        return self._id
+
+    @property
+    def kind(self) -> str:
+        """The stored kind name, e.g. ``"Array"``."""
+        return self.KIND
+
+    def _touch(self) -> None:
+        """Register the object as dirty with its space; called by the first edit of a page."""
+        space = self._space
+        if space is None:
+            raise ObjectDeletedError(f"object {self._id!r} was deleted from its space")
+        self._registered = True
+        space._dirty[self._id] = self
+
+    def _mark_new(self) -> None:
+        self._new = True
+        self._touch()
+
+    # -- the page protocol, driven by ObjectSpace.save / on_saved ---------------------------
+
+    def _current_page(self) -> Page:
+        return Page(
+            new=self._new,
+            cleared=self._cleared,
+            meta=self._meta,
+            slots=self._dirty,
+            links=self._dirty_links(),
+            length=self._length(),
+        )
+
+    def _dirty_links(self) -> set[Any] | None:
+        return None
+
+    def _length(self) -> int:
+        return 0
+
+    def _merged_page(self) -> Page:
+        current = self._current_page()
+        return current if self._pending is None else self._pending.then(current)
+
+    def _freeze(self, page: Page) -> None:
+        """Keep ``page`` until acknowledged and start an empty current page."""
+        self._pending = page
+        self._registered = False
+        self._dirty = set()
+        self._meta = False
+        self._cleared = False
+        self._new = False
+        self._reset_extra()
+
+    def _reset_extra(self) -> None:
+        """Reset kind-specific parts of the current page."""
+
+    def _acknowledge(self) -> None:
+        """The frozen page is committed: forget it."""
+        self._pending = None
+
+    def _detach(self) -> None:
+        """Called when the object is deleted from its space: later edits raise."""
+        self._space = None
+        self._registered = False
+        self._pending = None
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        """Write ``page`` (or, when ``whole``, every slot and the metadata) into ``out``."""
+        raise NotImplementedError
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedObject:
+        raise NotImplementedError
+
+    def _emit_slots(
+        self,
+        out: Emitter,
+        table: str,
+        page: Page,
+        live: Callable[[Any], bool],
+        value_of: Callable[[Any], Any],
+        key_of: Callable[[Any], bytes],
+    ) -> None:
+        """Write each dirty slot: its value if live, else a delete (none after a clear)."""
+        dumps = out.dumps
+        if page.cleared:
+            out.truncate(table)
+        rows = out.table(table)
+        for slot in page.slots:
+            if live(slot):
+                rows[key_of(slot)] = dumps(value_of(slot))
+            elif not page.cleared:
+                rows[key_of(slot)] = DELETED
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._id!r}>"

@@ -1,0 +1,240 @@
+"""A persisted list: a full ``MutableSequence`` stored slot by slot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, MutableSequence
+from typing import TYPE_CHECKING, Any, overload
+
+from objectspace.collections.base import INF, Emitter, Page, PersistedObject, int_key
+from objectspace.errors import CorruptStateError
+from objectspace.storage.base import DELETED, StateReader
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+
+__all__ = ["PersistedList"]
+
+
+class PersistedList(PersistedObject, MutableSequence[Any]):
+    """A list of values, stored as ``metadata: length`` and ``items: index = value``.
+
+    Costs in memory are those of a Python ``list``. A checkpoint writes the length and:
+    one row per ``append``, assignment or ``pop()`` from the end; every slot from the first
+    shifted one for ``insert``/``del``/``pop(i)`` in the middle (O(n - i)); one table delete
+    for ``clear()``.
+    """
+
+    KIND = "List"
+    __slots__ = ("_data", "_from", "_stored_len")
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
+        super().__init__(space, object_id)
+        self._data: list[Any] = data if data is not None else []
+        # Slots from _from on were shifted (insert/delete in the middle); INF when none.
+        self._from = INF
+        # The length in the store as of the last acknowledged save; slots beyond the
+        # current length but below it are deleted by the next save.
+        self._stored_len = len(self._data)
+
+    def _edit(self) -> None:
+        if not self._registered:
+            self._touch()
+        self._meta = True
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        """The value at ``index``; a slice gives a plain list. O(1) (O(k) for a slice)."""
+        return self._data[index]
+
+    def __setitem__(self, index: int | slice, value: Any) -> None:
+        """Assign a slot, O(1); or a slice, O(n - start) when its length changes."""
+        if isinstance(index, slice):
+            old_len = len(self._data)
+            self._data[index] = value
+            if not self._registered:
+                self._touch()
+            self._meta = True
+            if len(self._data) == old_len:
+                self._dirty.update(range(*index.indices(old_len)))
+            else:  # only a step-1 slice can change the length: later slots shift
+                self._from = min(self._from, index.indices(old_len)[0])
+            return
+        n = len(self._data)
+        self._data[index] = value
+        if not self._registered:
+            self._touch()
+        self._dirty.add(index + n if index < 0 else index)
+
+    def __delitem__(self, index: int | slice) -> None:
+        """Delete a slot or slice. O(n - i): the slots after it shift."""
+        old_len = len(self._data)
+        del self._data[index]
+        self._edit()
+        if isinstance(index, slice):
+            affected = range(*index.indices(old_len))
+            start = min(affected) if affected else old_len
+        else:
+            start = index + old_len if index < 0 else index
+        self._from = min(self._from, start)
+
+    def insert(self, index: int, value: Any) -> None:
+        """Insert before ``index`` (clamped like ``list.insert``). O(n - index)."""
+        n = len(self._data)
+        self._data.insert(index, value)
+        self._edit()
+        if index < 0:
+            index = max(0, index + n)
+        if index >= n:
+            self._dirty.add(n)
+        else:
+            self._from = min(self._from, index)
+
+    def append(self, value: Any) -> None:
+        """Add at the end. O(1); the checkpoint writes one item and the length."""
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        data = self._data
+        self._dirty.add(len(data))
+        data.append(value)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Append every value. O(k)."""
+        data = self._data
+        start = len(data)
+        data.extend(values)
+        if len(data) != start:
+            self._edit()
+            self._dirty.update(range(start, len(data)))
+
+    def pop(self, index: int = -1) -> Any:
+        """Remove and return the value at ``index`` (the last by default). O(1) at the end."""
+        data = self._data
+        n = len(data)
+        value = data.pop(index)
+        self._edit()
+        i = index + n if index < 0 else index
+        if i == n - 1:
+            self._dirty.add(i)
+        else:
+            self._from = min(self._from, i)
+        return value
+
+    def clear(self) -> None:
+        """Remove every value. O(1) writes: one table delete and the length."""
+        if not self._registered:
+            self._touch()
+        self._data.clear()
+        self._cleared = True
+        self._meta = True
+        self._dirty = set()
+        self._from = INF
+
+    def sort(self, *, key: Callable[[Any], Any] | None = None, reverse: bool = False) -> None:
+        """Sort in place, like ``list.sort``. O(n log n); rewrites every slot."""
+        self._data.sort(key=key, reverse=reverse)
+        self._edit()
+        self._from = 0
+
+    def reverse(self) -> None:
+        """Reverse in place. O(n); rewrites every slot."""
+        self._data.reverse()
+        self._edit()
+        self._from = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(self._data)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._data
+
+    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
+        return self._data.index(value, start, len(self._data) if stop is None else stop)
+
+    def count(self, value: Any) -> int:
+        return self._data.count(value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistedList):
+            return self._data == other._data
+        if isinstance(other, list):
+            return self._data == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<PersistedList {self._id!r}: {self._data!r}>"
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _length(self) -> int:
+        return len(self._data)
+
+    def _current_page(self) -> Page:
+        page = super()._current_page()
+        page.from_ = self._from
+        return page
+
+    def _reset_extra(self) -> None:
+        self._from = INF
+
+    def _acknowledge(self) -> None:
+        if self._pending is not None:
+            self._stored_len = self._pending.length
+        super()._acknowledge()
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        dumps = out.dumps
+        data = self._data
+        n = len(data)
+        if whole:
+            rows = out.table(self._t_items)
+            for i, value in enumerate(data):
+                rows[int_key(i)] = dumps(value)
+            out.table(self._t_meta)[b"length"] = dumps(n)
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+            rows = out.table(self._t_items)
+            high = n
+        else:
+            rows = out.table(self._t_items)
+            high = max(n, self._stored_len)
+        for i in page.slots:
+            if i < n:
+                rows[int_key(i)] = dumps(data[i])
+            elif not page.cleared:
+                rows[int_key(i)] = DELETED
+        for i in range(page.from_, high) if page.from_ < high else ():
+            rows[int_key(i)] = dumps(data[i]) if i < n else DELETED
+        if page.meta:
+            out.table(self._t_meta)[b"length"] = dumps(n)
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedList:
+        raw = reader.get(f"state/item/{object_id}/metadata", b"length")
+        if raw is None:
+            raise CorruptStateError(f"list {object_id!r} has no stored length")
+        n = loads(raw)
+        data: list[Any] = [None] * n
+        filled = bytearray(n)
+        for key, value in reader.items(f"state/item/{object_id}/items"):
+            i = int(key)
+            if i < n:
+                data[i] = loads(value)
+                filled[i] = 1
+        if n and filled.count(0):
+            raise CorruptStateError(f"list {object_id!r} misses slot {filled.index(0)} of {n}")
+        return cls(space, object_id, data)

@@ -1,0 +1,229 @@
+"""A persisted FIFO queue and a persisted LIFO stack."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
+from objectspace.errors import CorruptStateError
+from objectspace.storage.base import StateReader
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+
+__all__ = ["PersistedQueue", "PersistedStack"]
+
+
+class PersistedQueue(PersistedObject):
+    """A FIFO queue: ``enqueue`` at the tail, ``dequeue`` at the head.
+
+    Stored as ``metadata: head, tail`` and ``items: n = value`` for the absolute positions
+    ``head <= n < tail``, so an ``enqueue`` or ``dequeue`` writes one item and the head/tail,
+    and ``clear()`` one table delete. Every operation is O(1).
+    """
+
+    KIND = "Queue"
+    __slots__ = ("_data", "_head")
+
+    def __init__(
+        self, space: ObjectSpace, object_id: str, data: deque[Any] | None = None, head: int = 0
+    ) -> None:
+        super().__init__(space, object_id)
+        self._data: deque[Any] = data if data is not None else deque()
+        self._head = head
+
+    def enqueue(self, value: Any) -> None:
+        """Add ``value`` at the tail. O(1)."""
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        self._dirty.add(self._head + len(self._data))
+        self._data.append(value)
+
+    def dequeue(self) -> Any:
+        """Remove and return the value at the head. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"dequeue from empty queue {self._id!r}")
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        self._dirty.add(self._head)
+        self._head += 1
+        return self._data.popleft()
+
+    def peek(self) -> Any:
+        """The value at the head, left in place. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"peek at empty queue {self._id!r}")
+        return self._data[0]
+
+    def clear(self) -> None:
+        """Remove every value. O(1) writes: one table delete and the head/tail."""
+        if not self._registered:
+            self._touch()
+        self._data.clear()
+        self._head = 0
+        self._cleared = True
+        self._meta = True
+        self._dirty = set()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Values from head to tail."""
+        return iter(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistedQueue):
+            return list(self._data) == list(other._data)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<PersistedQueue {self._id!r}: {list(self._data)!r}>"
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        dumps = out.dumps
+        head = self._head
+        data = self._data
+        tail = head + len(data)
+        if whole:
+            rows = out.table(self._t_items)
+            for i, value in enumerate(data, head):
+                rows[int_key(i)] = dumps(value)
+        else:
+            self._emit_slots(
+                out,
+                self._t_items,
+                page,
+                lambda n: head <= n < tail,
+                lambda n: data[n - head],
+                int_key,
+            )
+        if whole or page.meta:
+            meta = out.table(self._t_meta)
+            meta[b"head"] = dumps(head)
+            meta[b"tail"] = dumps(tail)
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedQueue:
+        raw_head = reader.get(f"state/item/{object_id}/metadata", b"head")
+        raw_tail = reader.get(f"state/item/{object_id}/metadata", b"tail")
+        if raw_head is None or raw_tail is None:
+            raise CorruptStateError(f"queue {object_id!r} has no stored head/tail")
+        head, tail = loads(raw_head), loads(raw_tail)
+        items = {int(k): v for k, v in reader.items(f"state/item/{object_id}/items")}
+        try:
+            data = deque(loads(items[n]) for n in range(head, tail))
+        except KeyError as exc:
+            raise CorruptStateError(f"queue {object_id!r} misses position {exc}") from None
+        return cls(space, object_id, data, head)
+
+
+class PersistedStack(PersistedObject):
+    """A LIFO stack: ``push`` and ``pop`` at the top. Iteration goes from top to bottom.
+
+    Stored as ``metadata: count`` and ``items: i = value`` from the bottom (0), so a push or
+    pop writes one item and the count, and ``clear()`` one table delete. Every operation is
+    O(1).
+    """
+
+    KIND = "Stack"
+    __slots__ = ("_data",)
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
+        super().__init__(space, object_id)
+        self._data: list[Any] = data if data is not None else []
+
+    def push(self, value: Any) -> None:
+        """Put ``value`` on top. O(1)."""
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        self._dirty.add(len(self._data))
+        self._data.append(value)
+
+    def pop(self) -> Any:
+        """Remove and return the top value. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"pop from empty stack {self._id!r}")
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        value = self._data.pop()
+        self._dirty.add(len(self._data))
+        return value
+
+    def peek(self) -> Any:
+        """The top value, left in place. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"peek at empty stack {self._id!r}")
+        return self._data[-1]
+
+    def clear(self) -> None:
+        """Remove every value. O(1) writes: one table delete and the count."""
+        if not self._registered:
+            self._touch()
+        self._data.clear()
+        self._cleared = True
+        self._meta = True
+        self._dirty = set()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Values from top to bottom (the order ``pop`` returns them)."""
+        return reversed(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistedStack):
+            return self._data == other._data
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<PersistedStack {self._id!r}: {self._data!r}>"
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        dumps = out.dumps
+        data = self._data
+        n = len(data)
+        if whole:
+            rows = out.table(self._t_items)
+            for i, value in enumerate(data):
+                rows[int_key(i)] = dumps(value)
+        else:
+            self._emit_slots(
+                out, self._t_items, page, lambda i: i < n, data.__getitem__, int_key
+            )
+        if whole or page.meta:
+            out.table(self._t_meta)[b"count"] = dumps(n)
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedStack:
+        raw = reader.get(f"state/item/{object_id}/metadata", b"count")
+        if raw is None:
+            raise CorruptStateError(f"stack {object_id!r} has no stored count")
+        n = loads(raw)
+        items = {int(k): v for k, v in reader.items(f"state/item/{object_id}/items")}
+        try:
+            data = [loads(items[i]) for i in range(n)]
+        except KeyError as exc:
+            raise CorruptStateError(f"stack {object_id!r} misses slot {exc}") from None
+        return cls(space, object_id, data)

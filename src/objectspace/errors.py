@@ -1,0 +1,49 @@
+"""The exception hierarchy: one root, :class:`ObjectSpaceError`, and a subclass per failure."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointError",
+    "CorruptStateError",
+    "ObjectDeletedError",
+    "ObjectExistsError",
+    "ObjectSpaceError",
+    "SerializationError",
+    "StorageError",
+    "WrongKindError",
+]
+
+
+class ObjectSpaceError(Exception):
+    """Raised for every failure that objectspace itself detects; the root of the hierarchy."""
+
+
+class ObjectExistsError(ObjectSpaceError, KeyError):
+    """Raised when ``create_*`` is called with an id that the space already holds."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class WrongKindError(ObjectSpaceError, TypeError):
+    """Raised when ``get_<kind>`` finds an object of another kind under the id."""
+
+
+class ObjectDeletedError(ObjectSpaceError):
+    """Raised when an object is used after it was deleted from its space."""
+
+
+class SerializationError(ObjectSpaceError):
+    """Raised when a value cannot be encoded to, or decoded from, bytes."""
+
+
+class StorageError(ObjectSpaceError):
+    """Raised when a store cannot be opened, read or written."""
+
+
+class CorruptStateError(StorageError):
+    """Raised when stored state is inconsistent or fails its checksum."""
+
+
+class CheckpointError(ObjectSpaceError):
+    """Raised when a checkpoint cannot be written, committed or restored as asked."""

@@ -1,0 +1,298 @@
+"""The object space: named persisted objects, saved by what changed.
+
+Checkpointing follows four steps, which :meth:`ObjectSpace.checkpoint` runs in order::
+
+    writer = store.writer(CheckpointKind.DIFFERENTIAL)
+    space.save(writer)      # emit the edits; edits made from now on go to a new page
+    writer.commit()         # the store applies them atomically
+    space.on_saved()        # forget the committed edits
+
+If ``commit`` fails, skip ``on_saved``: the next ``save`` writes every edit still unsaved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from objectspace.collections import KINDS
+from objectspace.collections.array import PersistedArray
+from objectspace.collections.base import Emitter, PersistedObject
+from objectspace.collections.dicts import PersistedDict, PersistedSortedDict
+from objectspace.collections.linked import PersistedLinkedList
+from objectspace.collections.lists import PersistedList
+from objectspace.collections.queues import PersistedQueue, PersistedStack
+from objectspace.collections.sets import PersistedSet, PersistedSortedSet
+from objectspace.collections.value import PersistedValue
+from objectspace.errors import (
+    CorruptStateError,
+    ObjectExistsError,
+    SerializationError,
+    WrongKindError,
+)
+from objectspace.serialization import MsgpackSerializer, Serializer
+from objectspace.storage.base import (
+    DELETED,
+    CheckpointKind,
+    StateReader,
+    StateWriter,
+    Store,
+    WriteStats,
+)
+
+__all__ = ["INDEX_TABLE", "ObjectSpace"]
+
+INDEX_TABLE = "state/index"
+_TABLE_SUFFIXES = ("metadata", "items", "data")
+
+_T = TypeVar("_T", bound=PersistedObject)
+
+
+def _check_id(object_id: object) -> str:
+    if not isinstance(object_id, str):
+        raise TypeError(f"object ids are str, not {type(object_id).__name__} ({object_id!r})")
+    if not object_id:
+        raise ValueError("object ids must not be empty")
+    try:
+        object_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"object id {object_id!r} is not valid Unicode text: {exc}") from None
+    return object_id
+
+
+class ObjectSpace:
+    """Named persisted objects of ten kinds, checkpointed by the slots their edits touched.
+
+    ``serializer`` encodes values (default :class:`~objectspace.MsgpackSerializer`); the
+    space must be loaded with the serializer it was saved with.
+    """
+
+    def __init__(self, serializer: Serializer | None = None) -> None:
+        self._serializer = serializer if serializer is not None else MsgpackSerializer()
+        self._objects: dict[str, PersistedObject] = {}
+        # Objects edited in the current page, and objects whose frozen page awaits on_saved.
+        self._dirty: dict[str, PersistedObject] = {}
+        self._pending: dict[str, PersistedObject] = {}
+        # Ids deleted in the current page, and in the frozen page awaiting on_saved.
+        self._deleted: set[str] = set()
+        self._pending_deleted: set[str] = set()
+
+    @property
+    def serializer(self) -> Serializer:
+        return self._serializer
+
+    # -- creating and finding objects ---------------------------------------------------------
+
+    def _add(self, obj: _T) -> _T:
+        object_id = obj._id
+        if object_id in self._objects:
+            existing = self._objects[object_id]
+            raise ObjectExistsError(
+                f"object {object_id!r} already exists in this space (a {existing.KIND})"
+            )
+        self._objects[object_id] = obj
+        obj._mark_new()
+        return obj
+
+    def create_value(self, object_id: str, value: Any = None) -> PersistedValue:
+        """Create a persisted single value."""
+        return self._add(PersistedValue(self, _check_id(object_id), value))
+
+    def create_array(self, object_id: str, length: int, fill: Any = None) -> PersistedArray:
+        """Create a fixed-length array with every slot set to ``fill``."""
+        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+            raise ValueError(f"array {object_id!r}: length must be an int >= 0, not {length!r}")
+        return self._add(PersistedArray(self, _check_id(object_id), [fill] * length))
+
+    def create_list(self, object_id: str) -> PersistedList:
+        """Create an empty list."""
+        return self._add(PersistedList(self, _check_id(object_id)))
+
+    def create_queue(self, object_id: str) -> PersistedQueue:
+        """Create an empty FIFO queue."""
+        return self._add(PersistedQueue(self, _check_id(object_id)))
+
+    def create_stack(self, object_id: str) -> PersistedStack:
+        """Create an empty LIFO stack."""
+        return self._add(PersistedStack(self, _check_id(object_id)))
+
+    def create_linked_list(self, object_id: str) -> PersistedLinkedList:
+        """Create an empty doubly linked list."""
+        return self._add(PersistedLinkedList(self, _check_id(object_id)))
+
+    def create_set(self, object_id: str) -> PersistedSet:
+        """Create an empty set."""
+        return self._add(PersistedSet(self, _check_id(object_id)))
+
+    def create_sorted_set(self, object_id: str) -> PersistedSortedSet:
+        """Create an empty sorted set."""
+        return self._add(PersistedSortedSet(self, _check_id(object_id)))
+
+    def create_dict(self, object_id: str) -> PersistedDict:
+        """Create an empty dict."""
+        return self._add(PersistedDict(self, _check_id(object_id)))
+
+    def create_sorted_dict(self, object_id: str) -> PersistedSortedDict:
+        """Create an empty sorted dict."""
+        return self._add(PersistedSortedDict(self, _check_id(object_id)))
+
+    def get(self, object_id: str) -> PersistedObject:
+        """The object ``object_id`` of any kind; ``KeyError`` if there is none."""
+        try:
+            return self._objects[object_id]
+        except KeyError:
+            raise KeyError(object_id) from None
+
+    def _get(self, object_id: str, cls: type[_T]) -> _T:
+        obj = self.get(object_id)
+        if type(obj) is not cls:
+            raise WrongKindError(f"object {object_id!r} is a {obj.KIND}, not a {cls.KIND}")
+        return obj  # type: ignore[return-value]
+
+    def get_value(self, object_id: str) -> PersistedValue:
+        return self._get(object_id, PersistedValue)
+
+    def get_array(self, object_id: str) -> PersistedArray:
+        return self._get(object_id, PersistedArray)
+
+    def get_list(self, object_id: str) -> PersistedList:
+        return self._get(object_id, PersistedList)
+
+    def get_queue(self, object_id: str) -> PersistedQueue:
+        return self._get(object_id, PersistedQueue)
+
+    def get_stack(self, object_id: str) -> PersistedStack:
+        return self._get(object_id, PersistedStack)
+
+    def get_linked_list(self, object_id: str) -> PersistedLinkedList:
+        return self._get(object_id, PersistedLinkedList)
+
+    def get_set(self, object_id: str) -> PersistedSet:
+        return self._get(object_id, PersistedSet)
+
+    def get_sorted_set(self, object_id: str) -> PersistedSortedSet:
+        return self._get(object_id, PersistedSortedSet)
+
+    def get_dict(self, object_id: str) -> PersistedDict:
+        return self._get(object_id, PersistedDict)
+
+    def get_sorted_dict(self, object_id: str) -> PersistedSortedDict:
+        return self._get(object_id, PersistedSortedDict)
+
+    def delete(self, object_id: str) -> None:
+        """Delete an object; the next checkpoint deletes its tables (a constant cost).
+
+        The deleted object raises :class:`~objectspace.ObjectDeletedError` when edited.
+        """
+        obj = self.get(object_id)
+        del self._objects[object_id]
+        self._dirty.pop(object_id, None)
+        self._pending.pop(object_id, None)
+        obj._detach()
+        self._deleted.add(object_id)
+
+    def __contains__(self, object_id: object) -> bool:
+        return object_id in self._objects
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._objects))
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __repr__(self) -> str:
+        return f"<ObjectSpace {len(self._objects)} objects, {len(self._dirty)} dirty>"
+
+    @property
+    def is_dirty(self) -> bool:
+        """Whether a differential save would write anything."""
+        return bool(self._dirty or self._pending or self._deleted or self._pending_deleted)
+
+    # -- checkpointing ------------------------------------------------------------------------
+
+    def save(self, writer: StateWriter) -> None:
+        """Emit the edits since the last acknowledged save (or, FULL, every object) to ``writer``.
+
+        Every value is encoded before anything reaches the writer: a value the serializer
+        cannot encode raises :class:`~objectspace.SerializationError` naming the object,
+        and leaves the writer, the store and the space's edit pages as they were.
+        """
+        full = writer.kind is CheckpointKind.FULL
+        out = Emitter(self._serializer.dumps)
+        index = out.table(INDEX_TABLE)
+        deleted = self._pending_deleted | self._deleted
+        if not full:
+            for object_id in deleted:
+                for suffix in _TABLE_SUFFIXES:
+                    out.truncate(f"state/item/{object_id}/{suffix}")
+                index[object_id.encode("utf-8")] = DELETED
+        touched = self._pending | self._dirty
+        targets = self._objects if full else touched
+        pages = []
+        kind_values: dict[str, bytes] = {}
+        for object_id, obj in targets.items():
+            page = obj._merged_page()
+            whole = full or page.new
+            try:
+                obj._emit(out, page, whole)
+            except SerializationError as exc:
+                raise SerializationError(f"cannot save {obj.KIND} {object_id!r}: {exc}") from exc
+            if whole:
+                kind = kind_values.get(obj.KIND)
+                if kind is None:
+                    kind = kind_values[obj.KIND] = self._serializer.dumps({"kind": obj.KIND})
+                index[object_id.encode("utf-8")] = kind
+            if object_id in touched:
+                pages.append((obj, page))
+        for obj, page in pages:
+            obj._freeze(page)
+        self._pending = touched
+        self._dirty = {}
+        self._pending_deleted = deleted
+        self._deleted = set()
+        writer.merge(out.changes)
+
+    def on_saved(self) -> None:
+        """Forget the edits of the last save, after its commit succeeded."""
+        for obj in self._pending.values():
+            obj._acknowledge()
+        self._pending = {}
+        self._pending_deleted = set()
+
+    def checkpoint(
+        self, store: Store, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL
+    ) -> WriteStats:
+        """Save, commit and acknowledge in one call; returns what the commit wrote.
+
+        If the commit fails, the writer is rolled back, the error propagates, and every
+        edit stays dirty for the next checkpoint.
+        """
+        writer = store.writer(kind)
+        try:
+            self.save(writer)
+            stats = writer.commit()
+        except BaseException:
+            writer.rollback()
+            raise
+        self.on_saved()
+        return stats
+
+    @classmethod
+    def load(cls, reader: StateReader, serializer: Serializer | None = None) -> ObjectSpace:
+        """A space restored from ``reader``, every object clean."""
+        space = cls(serializer)
+        loads = space._serializer.loads
+        for raw_id, raw_kind in reader.items(INDEX_TABLE):
+            object_id = raw_id.decode("utf-8")
+            try:
+                kind = loads(raw_kind)["kind"]
+                obj_cls = KINDS[kind]
+            except (KeyError, TypeError, SerializationError) as exc:
+                raise CorruptStateError(
+                    f"object {object_id!r} has an unreadable kind {raw_kind!r}"
+                ) from exc
+            try:
+                space._objects[object_id] = obj_cls._load(space, object_id, reader, loads)
+            except SerializationError as exc:
+                raise SerializationError(f"cannot load {kind} {object_id!r}: {exc}") from exc
+        return space

@@ -1,0 +1,31 @@
+"""Storage of object spaces: the table contract and its backends."""
+
+from __future__ import annotations
+
+from objectspace.storage.base import (
+    DELETED,
+    CheckpointKind,
+    DictReader,
+    StateReader,
+    StateWriter,
+    Store,
+    TableChanges,
+    WriterStatus,
+    WriteStats,
+)
+from objectspace.storage.memory import MemoryStore
+from objectspace.storage.sqlite import SQLiteStore
+
+__all__ = [
+    "DELETED",
+    "CheckpointKind",
+    "DictReader",
+    "MemoryStore",
+    "SQLiteStore",
+    "StateReader",
+    "StateWriter",
+    "Store",
+    "TableChanges",
+    "WriteStats",
+    "WriterStatus",
+]

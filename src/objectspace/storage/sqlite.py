@@ -1,0 +1,197 @@
+"""SQLite: the embedded store of one object space, one transaction per commit.
+
+Rows are ``(table id, key, value)`` in a ``WITHOUT ROWID`` table clustered by table and key,
+and each table name is stored once in a dictionary table, so a row costs its key, its value
+and a small integer. The store pickles as its path and reconnects lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any
+
+from objectspace.errors import StorageError
+from objectspace.storage.base import (
+    DELETED,
+    CheckpointKind,
+    DictReader,
+    StateReader,
+    StateWriter,
+    Store,
+    WriteStats,
+)
+
+__all__ = ["SQLiteStore", "connect_sqlite"]
+
+_SCHEMA_VERSION = 1
+
+# Bytes counted per stored row on top of its key and value: the table reference.
+ROW_OVERHEAD = 4
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS space_tables (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS space_rows (
+    tbl INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+"""
+
+
+def connect_sqlite(path: str, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """Open ``path`` in WAL mode for one writer and concurrent readers.
+
+    ``synchronous=NORMAL`` keeps every committed transaction across a process crash; only an
+    operating-system crash or power loss can lose the last commits (never corrupt the file).
+    Pass ``"FULL"`` to survive those too, at the cost of an fsync per commit.
+    """
+    if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+        raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise StorageError(f"cannot open SQLite store {path!r}: folder {parent!r} does not exist")
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot open SQLite store {path!r}: {exc}") from exc
+    return conn
+
+
+class SQLiteStore(Store):
+    """An object space's tables in a SQLite file (created on first use).
+
+    ``bytes_written`` counts, per put, the key, the value and :data:`ROW_OVERHEAD` bytes for
+    the table reference, plus a table's name the first time it is stored.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+        self.path = os.fspath(path)
+        self.synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._table_ids: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "synchronous": self.synchronous}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], synchronous=state["synchronous"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The store's connection, opened (and the schema created) on first use."""
+        if self._conn is None:
+            conn = connect_sqlite(self.path, synchronous=self.synchronous)
+            try:
+                conn.executescript(_SCHEMA)
+                row = conn.execute(
+                    "SELECT value FROM space_meta WHERE name = 'schema_version'"
+                ).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO space_meta VALUES ('schema_version', ?)",
+                        (str(_SCHEMA_VERSION),),
+                    )
+                elif int(row[0]) > _SCHEMA_VERSION:
+                    raise StorageError(
+                        f"SQLite store {self.path!r} has schema version {row[0]}, newer than "
+                        f"this objectspace understands ({_SCHEMA_VERSION}); upgrade objectspace"
+                    )
+                self._table_ids = dict(
+                    (name, tid) for tid, name in conn.execute("SELECT id, name FROM space_tables")
+                )
+            except sqlite3.Error as exc:
+                conn.close()
+                raise StorageError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection; the next use reopens it."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def writer(self, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL) -> StateWriter:
+        return _SQLiteWriter(self, kind)
+
+    def reader(self) -> StateReader:
+        with self._lock:
+            conn = self.connection
+            rows = conn.execute(
+                "SELECT t.name, r.key, r.value FROM space_rows r JOIN space_tables t ON t.id = r.tbl"
+            ).fetchall()
+        tables: dict[str, dict[bytes, bytes]] = {}
+        for name, key, value in rows:
+            table = tables.get(name)
+            if table is None:
+                table = tables[name] = {}
+            table[key] = value
+        return DictReader(tables)
+
+
+class _SQLiteWriter(StateWriter):
+    def __init__(self, store: SQLiteStore, kind: CheckpointKind) -> None:
+        super().__init__(kind)
+        self._store = store
+
+    def _apply(self) -> WriteStats:
+        stats = self.count()
+        store = self._store
+        with store._lock:
+            conn = store.connection
+            ids = dict(store._table_ids)
+            written = 0
+            puts: list[tuple[int, bytes, bytes]] = []
+            deletes: list[tuple[int, bytes]] = []
+            truncates: list[tuple[int]] = []
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if self.kind is CheckpointKind.FULL:
+                    conn.execute("DELETE FROM space_rows")
+                for name, change in self.changes.items():
+                    tid = ids.get(name)
+                    if tid is None:
+                        cursor = conn.execute(
+                            "INSERT INTO space_tables (name) VALUES (?)", (name,)
+                        )
+                        tid = ids[name] = int(cursor.lastrowid or 0)
+                        written += len(name.encode("utf-8")) + ROW_OVERHEAD
+                    if change.truncated and self.kind is not CheckpointKind.FULL:
+                        truncates.append((tid,))
+                    for key, value in change.rows.items():
+                        if value is DELETED:
+                            if self.kind is not CheckpointKind.FULL:
+                                deletes.append((tid, key))
+                        else:
+                            puts.append((tid, key, value))  # type: ignore[arg-type]
+                            written += len(key) + len(value) + ROW_OVERHEAD  # type: ignore[arg-type]
+                if truncates:
+                    conn.executemany("DELETE FROM space_rows WHERE tbl = ?", truncates)
+                if deletes:
+                    conn.executemany("DELETE FROM space_rows WHERE tbl = ? AND key = ?", deletes)
+                if puts:
+                    conn.executemany("INSERT OR REPLACE INTO space_rows VALUES (?, ?, ?)", puts)
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StorageError(f"commit to SQLite store {store.path!r} failed: {exc}") from exc
+                raise
+            store._table_ids = ids
+        stats.bytes_written = written
+        return stats
