@@ -15,6 +15,15 @@ so a checkpoint writes what changed, not what exists::
 
 from __future__ import annotations
 
+from objectspace.checkpoint import (
+    CompactionPolicy,
+    Instance,
+    Job,
+    Operator,
+    Receipt,
+    Storage,
+    open_storage,
+)
 from objectspace.collections import (
     LinkedListNode,
     PersistedArray,
@@ -65,7 +74,10 @@ __all__ = [
     "CheckpointError",
     "CheckpointKind",
     "CheckpointStats",
+    "CompactionPolicy",
     "CorruptStateError",
+    "Instance",
+    "Job",
     "JsonSerializer",
     "KeyGroups",
     "LinkedListNode",
@@ -75,6 +87,7 @@ __all__ = [
     "ObjectExistsError",
     "ObjectSpace",
     "ObjectSpaceError",
+    "Operator",
     "PersistedArray",
     "PersistedDict",
     "PersistedLinkedList",
@@ -87,15 +100,18 @@ __all__ = [
     "PersistedStack",
     "PersistedValue",
     "PickleSerializer",
+    "Receipt",
     "SQLiteStore",
     "SerializationError",
     "Serializer",
     "StateReader",
     "StateWriter",
-    "Store",
+    "Storage",
     "StorageError",
+    "Store",
     "WriteStats",
     "WrongKindError",
     "__version__",
     "key_group_hash",
+    "open_storage",
 ]

@@ -44,15 +44,19 @@ def array_example() -> None:
     print(f"  -> {stats.items_written} rows, {stats.bytes_written} bytes")
     array[3] = 44
     stats = space.checkpoint(store, kind=CheckpointKind.DIFFERENTIAL)
-    print(f"  array[3] = 44, differential checkpoint: {stats.items_written} row(s), "
-          f"{stats.bytes_written} bytes")
+    print(
+        f"  array[3] = 44, differential checkpoint: {stats.items_written} row(s), "
+        f"{stats.bytes_written} bytes"
+    )
 
 
 def buffer_workload(
     keys: int = 1000, checkpoints: int = 60, per_interval: int = 2, capacity: int = 100
 ) -> None:
-    print(f"\n== Buffer workload: {keys:,} keys x {checkpoints} checkpoints x "
-          f"{per_interval} events, buffer of {capacity} ==")
+    print(
+        f"\n== Buffer workload: {keys:,} keys x {checkpoints} checkpoints x "
+        f"{per_interval} events, buffer of {capacity} =="
+    )
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(os.path.join(tmp, "state.db"))
@@ -78,14 +82,18 @@ def buffer_workload(
                 len(f"buf/{k}".encode()) + len(pickle.dumps(b)) for k, b in enumerate(whole)
             )
             if checkpoint in (1, 2, checkpoints // 2, checkpoints):
-                print(f"  checkpoint {checkpoint:>3}: {stats.items_written:>5} rows, "
-                      f"{stats.bytes_written:>7,} bytes written")
+                print(
+                    f"  checkpoint {checkpoint:>3}: {stats.items_written:>5} rows, "
+                    f"{stats.bytes_written:>7,} bytes written"
+                )
         elapsed = time.perf_counter() - started
         payload = keys * checkpoints * per_interval * 8
         print(f"  buffers emitted: {emitted:,}")
         print(f"  object space, differential checkpoints: {ours / 1e6:6.2f} MB written")
-        print(f"  whole buffer per key at every checkpoint: {theirs / 1e6:6.2f} MB "
-              f"({theirs / ours:.1f}x more)")
+        print(
+            f"  whole buffer per key at every checkpoint: {theirs / 1e6:6.2f} MB "
+            f"({theirs / ours:.1f}x more)"
+        )
         print(f"  raw payload (8-byte floats): {payload / 1e6:6.2f} MB")
         print(f"  wall time: {elapsed:.2f} s")
         restored = ObjectSpace.load(store.reader())

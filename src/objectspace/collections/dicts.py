@@ -101,9 +101,7 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
             for key, value in data.items():
                 rows[dumps(key)] = dumps(value)
         else:
-            self._emit_slots(
-                out, self._t_items, page, data.__contains__, data.__getitem__, dumps
-            )
+            self._emit_slots(out, self._t_items, page, data.__contains__, data.__getitem__, dumps)
 
     @classmethod
     def _load_items(

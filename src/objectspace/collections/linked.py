@@ -279,8 +279,12 @@ class PersistedLinkedList(PersistedObject):
                 links[key] = dumps([nid_of(node._prev), nid_of(node._next)])
         else:
             self._emit_slots(
-                out, self._t_items, page, nodes.__contains__,
-                lambda nid: nodes[nid]._value, int_key,
+                out,
+                self._t_items,
+                page,
+                nodes.__contains__,
+                lambda nid: nodes[nid]._value,
+                int_key,
             )
             if page.cleared:
                 out.truncate(self._t_data)

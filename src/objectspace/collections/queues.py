@@ -207,9 +207,7 @@ class PersistedStack(PersistedObject):
             for i, value in enumerate(data):
                 rows[int_key(i)] = dumps(value)
         else:
-            self._emit_slots(
-                out, self._t_items, page, lambda i: i < n, data.__getitem__, int_key
-            )
+            self._emit_slots(out, self._t_items, page, lambda i: i < n, data.__getitem__, int_key)
         if whole or page.meta:
             out.table(self._t_meta)[b"count"] = dumps(n)
 

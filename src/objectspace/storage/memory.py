@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+
 from objectspace.storage.base import (
     DELETED,
     CheckpointKind,

@@ -165,9 +165,7 @@ class _SQLiteWriter(StateWriter):
                 for name, change in self.changes.items():
                     tid = ids.get(name)
                     if tid is None:
-                        cursor = conn.execute(
-                            "INSERT INTO space_tables (name) VALUES (?)", (name,)
-                        )
+                        cursor = conn.execute("INSERT INTO space_tables (name) VALUES (?)", (name,))
                         tid = ids[name] = int(cursor.lastrowid or 0)
                         written += len(name.encode("utf-8")) + ROW_OVERHEAD
                     if change.truncated and self.kind is not CheckpointKind.FULL:
@@ -190,7 +188,9 @@ class _SQLiteWriter(StateWriter):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise StorageError(f"commit to SQLite store {store.path!r} failed: {exc}") from exc
+                    raise StorageError(
+                        f"commit to SQLite store {store.path!r} failed: {exc}"
+                    ) from exc
                 raise
             store._table_ids = ids
         stats.bytes_written = written

@@ -1,0 +1,534 @@
+"""Versioned checkpoints of many object spaces: jobs, operators, key groups, instances.
+
+A job has operators; each operator's state is split into ``max_key_groups`` key groups,
+one :class:`~objectspace.ObjectSpace` each. An :class:`Instance` owns the contiguous range
+of key groups that its index gets at a given parallelism, restores them lazily as of a
+checkpoint, and saves their edits as pending writes; :meth:`Job.commit` makes a checkpoint
+visible for every operator of the job at once::
+
+    storage = objectspace.open_storage("sqlite:///state.db")
+    job = storage.job("clicks")
+    op = job.operator("sessions", max_key_groups=128)
+    instance = op.instance(index=0, parallelism=4)
+    instance.space_for_key("user-42").create_list("buffer").append(1.5)
+    receipt = instance.save(checkpoint_id=1)      # pending: invisible to readers
+    job.commit(1, [receipt])                      # visible, atomically
+    instance.on_saved()
+
+Because state is stored by key group, not by instance, the job can restart at any
+parallelism: each new instance restores exactly the key groups of its new range.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from objectspace.errors import CheckpointError, StorageError
+from objectspace.keygroups import KeyGroups
+from objectspace.serialization import Serializer
+from objectspace.space import ObjectSpace
+from objectspace.storage.base import CheckpointKind, DictReader, StateWriter, WriteStats
+from objectspace.storage.versioned import (
+    Backend,
+    CheckpointInfo,
+    OperatorInfo,
+    PendingPart,
+    RetentionStats,
+    WriteInfo,
+)
+
+__all__ = [
+    "CompactionPolicy",
+    "Instance",
+    "Job",
+    "Operator",
+    "Receipt",
+    "SaveStats",
+    "Storage",
+    "open_backend",
+    "open_storage",
+]
+
+
+def open_backend(url: str) -> Backend:
+    """The checkpoint storage backend for ``url``.
+
+    ``memory://[name]`` (in-process), ``sqlite:///relative/path`` or
+    ``sqlite:////absolute/path``.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"a storage URL is a str, not {type(url).__name__}")
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    if scheme == "memory":
+        from objectspace.storage.sqlite_backend import SQLiteBackend
+
+        return SQLiteBackend(None, memory_name=(parsed.netloc + parsed.path) or "default")
+    if scheme == "sqlite":
+        from objectspace.storage.sqlite_backend import SQLiteBackend
+
+        if parsed.netloc:
+            raise StorageError(
+                f"cannot open {url!r}: a SQLite URL has no host; use sqlite:///relative/path "
+                "or sqlite:////absolute/path"
+            )
+        path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+        if not path:
+            raise StorageError(f"cannot open {url!r}: the URL names no file")
+        if parse_qs(parsed.query):
+            raise StorageError(f"cannot open {url!r}: sqlite URLs take no options")
+        return SQLiteBackend(path)
+    raise StorageError(
+        f"cannot open storage {url!r}: unknown scheme {parsed.scheme!r} "
+        "(expected memory:// or sqlite:///)"
+    )
+
+
+def open_storage(url: str) -> Storage:
+    """Open the versioned checkpoint storage at ``url`` (see :func:`open_backend`).
+
+    The result pickles (it travels to Spark executors) and reconnects lazily.
+    """
+    return Storage(open_backend(url))
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When a key group's differential chain is rewritten as a full version.
+
+    A key group is compacted when the bytes of its differential writes since its last full
+    version exceed ``max_chain_ratio`` times the bytes of that full version (its live state
+    when it was last measured), or when the chain reaches ``max_chain_length`` writes. So a
+    restore reads at most ``1 + max_chain_ratio`` times the state as last measured, and
+    compaction adds at most about ``1 / max_chain_ratio`` to the bytes written — where a
+    rewrite every K checkpoints would rewrite large, slowly changing state again and again.
+    """
+
+    max_chain_ratio: float = 3.0
+    max_chain_length: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.max_chain_ratio > 0:
+            raise ValueError(f"max_chain_ratio must be > 0, not {self.max_chain_ratio!r}")
+        if self.max_chain_length < 1:
+            raise ValueError(f"max_chain_length must be >= 1, not {self.max_chain_length!r}")
+
+    def needs_full(self, chain: _Chain) -> bool:
+        if chain.full_bytes is None:
+            return True
+        return (
+            chain.length + 1 > self.max_chain_length
+            or chain.diff_bytes > self.max_chain_ratio * max(chain.full_bytes, 1)
+        )
+
+
+@dataclass
+class _Chain:
+    """What a key group's restore chain costs: its full version and the writes after it."""
+
+    full_bytes: int | None = None
+    diff_bytes: int = 0
+    length: int = 0
+
+    @classmethod
+    def of(cls, writes: Sequence[WriteInfo]) -> _Chain:
+        if not writes:
+            return cls()
+        return cls(writes[0].bytes, sum(w.bytes for w in writes[1:]), len(writes) - 1)
+
+    def after(self, write: WriteInfo) -> _Chain:
+        if write.full:
+            return _Chain(write.bytes, 0, 0)
+        return _Chain(self.full_bytes, self.diff_bytes + write.bytes, self.length + 1)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What an instance wrote for a checkpoint: small, picklable, handed to :meth:`Job.commit`."""
+
+    job: str
+    operator: str
+    index: int
+    parallelism: int
+    checkpoint_id: int
+    base: int | None
+    attempt: str
+    writes: tuple[tuple[int, int], ...]  # (key group, write id)
+    bytes_written: int
+    rows_written: int
+
+
+@dataclass
+class SaveStats:
+    """What an instance's last save wrote."""
+
+    key_groups: int = 0
+    full: int = 0
+    bytes_written: int = 0
+    rows_written: int = 0
+
+
+class _Collector(StateWriter):
+    """A writer that only collects a space's edits; the backend persists them later."""
+
+    def _apply(self) -> WriteStats:  # pragma: no cover - never committed
+        raise StorageError("a collecting writer is not committed")
+
+
+class Storage:
+    """Versioned checkpoint storage: the entry point to jobs."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @property
+    def url(self) -> str:
+        return self.backend.url
+
+    def job(self, name: str) -> Job:
+        """The job ``name`` (created with its first operator)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a job name is a non-empty str, not {name!r}")
+        return Job(self, name)
+
+    def jobs(self) -> list[str]:
+        return self.backend.jobs()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __repr__(self) -> str:
+        return f"Storage({self.url!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Storage, (self.backend,))
+
+
+class Job:
+    """A job: its operators, and the checkpoints that commit all of them at once."""
+
+    def __init__(self, storage: Storage, name: str) -> None:
+        self.storage = storage
+        self.name = name
+
+    @property
+    def backend(self) -> Backend:
+        return self.storage.backend
+
+    def operator(
+        self,
+        name: str,
+        max_key_groups: int | None = None,
+        *,
+        schema_version: int | None = None,
+        compaction: CompactionPolicy | None = None,
+        serializer: Serializer | None = None,
+    ) -> Operator:
+        """Create or reopen an operator.
+
+        ``max_key_groups`` is required to create it and fixed afterwards: reopening with
+        another value raises :class:`~objectspace.CheckpointError` naming both.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"an operator name is a non-empty str, not {name!r}")
+        if max_key_groups is not None:
+            KeyGroups(max_key_groups)  # validates
+        info = self.backend.ensure_operator(self.name, name, max_key_groups, schema_version)
+        return Operator(self, info, compaction or CompactionPolicy(), serializer)
+
+    def operators(self) -> list[OperatorInfo]:
+        return self.backend.operators(self.name)
+
+    def last_checkpoint(self) -> int | None:
+        """The newest committed checkpoint, or ``None`` before the first commit."""
+        return self.backend.last_checkpoint(self.name)
+
+    def checkpoints(self) -> list[int]:
+        """The restorable (committed, retained) checkpoint ids, oldest first."""
+        return [c.checkpoint_id for c in self.backend.checkpoints(self.name)]
+
+    def checkpoint_info(self) -> list[CheckpointInfo]:
+        """The restorable checkpoints with their commit time, writes and bytes."""
+        return self.backend.checkpoints(self.name)
+
+    def commit(self, checkpoint_id: int, receipts: Iterable[Receipt]) -> bool:
+        """Make ``checkpoint_id`` visible for every operator, with exactly ``receipts``' writes.
+
+        Returns ``False`` when the checkpoint was already committed (nothing changes).
+        Refused with :class:`~objectspace.CheckpointError`: a receipt of another job or
+        checkpoint, a key group or instance reported twice, receipts made on top of
+        different checkpoints, or a checkpoint not after the last committed one.
+        """
+        receipts = list(receipts)
+        _check_checkpoint_id(checkpoint_id)
+        owners: dict[tuple[str, int], Receipt] = {}
+        instances: dict[tuple[str, int], Receipt] = {}
+        parallelism: dict[str, int] = {}
+        bases = set()
+        write_ids: list[int] = []
+        for receipt in receipts:
+            if not isinstance(receipt, Receipt):
+                raise TypeError(f"commit takes Receipts, not {type(receipt).__name__}")
+            where = f"receipt of {receipt.operator!r} instance {receipt.index}"
+            if receipt.job != self.name:
+                raise CheckpointError(f"{where} belongs to job {receipt.job!r}, not {self.name!r}")
+            if receipt.checkpoint_id != checkpoint_id:
+                raise CheckpointError(
+                    f"{where} is for checkpoint {receipt.checkpoint_id}, not {checkpoint_id}"
+                )
+            other = instances.get((receipt.operator, receipt.index))
+            if other is not None:
+                raise CheckpointError(
+                    f"{where} is reported twice (attempts {other.attempt} and {receipt.attempt})"
+                )
+            instances[(receipt.operator, receipt.index)] = receipt
+            p = parallelism.setdefault(receipt.operator, receipt.parallelism)
+            if p != receipt.parallelism:
+                raise CheckpointError(
+                    f"{where} ran at parallelism {receipt.parallelism}, another at {p}"
+                )
+            bases.add(receipt.base)
+            for key_group, write_id in receipt.writes:
+                first = owners.setdefault((receipt.operator, key_group), receipt)
+                if first is not receipt:
+                    raise CheckpointError(
+                        f"key group {key_group} of operator {receipt.operator!r} is reported "
+                        f"by two receipts (instances {first.index} and {receipt.index})"
+                    )
+                write_ids.append(write_id)
+        if len(bases) > 1:
+            raise CheckpointError(
+                f"checkpoint {checkpoint_id}: receipts were made on top of different "
+                f"checkpoints {sorted(bases, key=lambda b: -1 if b is None else b)}"
+            )
+        base = bases.pop() if bases else self.last_checkpoint()
+        return self.backend.commit(self.name, checkpoint_id, base, write_ids, parallelism)
+
+    def retain(self, keep_last: int = 2) -> RetentionStats:
+        """Remove every version that no restore of the last ``keep_last`` checkpoints needs,
+        and pending writes that can never be committed."""
+        return self.backend.retain(self.name, keep_last)
+
+    def __repr__(self) -> str:
+        return f"Job({self.name!r} in {self.storage.url!r})"
+
+
+def _check_checkpoint_id(checkpoint_id: object) -> int:
+    if not isinstance(checkpoint_id, int) or isinstance(checkpoint_id, bool) or checkpoint_id < 0:
+        raise ValueError(f"a checkpoint id is an int >= 0, not {checkpoint_id!r}")
+    return checkpoint_id
+
+
+class Operator:
+    """One stateful operator of a job: its metadata and its instances."""
+
+    def __init__(
+        self,
+        job: Job,
+        info: OperatorInfo,
+        compaction: CompactionPolicy,
+        serializer: Serializer | None,
+    ) -> None:
+        self.job = job
+        self.name = info.name
+        self.info = info
+        self.key_groups = KeyGroups(info.max_key_groups)
+        self.compaction = compaction
+        self.serializer = serializer
+
+    @property
+    def max_key_groups(self) -> int:
+        return self.info.max_key_groups
+
+    @property
+    def schema_version(self) -> int:
+        return self.info.schema_version
+
+    @property
+    def parallelism(self) -> int | None:
+        """The parallelism of the last committed checkpoint (``None`` before the first)."""
+        info = self.job.backend.operator_info(self.job.name, self.name)
+        return None if info is None else info.parallelism
+
+    def instance(self, index: int, parallelism: int, checkpoint: int | None = None) -> Instance:
+        """Instance ``index`` of ``parallelism``, restoring lazily as of ``checkpoint``
+        (default: the last committed one)."""
+        return Instance(self, index, parallelism, checkpoint)
+
+    def __repr__(self) -> str:
+        return f"Operator({self.job.name!r}/{self.name!r}, max_key_groups={self.max_key_groups})"
+
+
+class Instance:
+    """Owns the key groups of one index at one parallelism and their object spaces.
+
+    Spaces are restored on first use (``space``/``space_for_key``), so an instance that
+    touches few key groups reads little; :meth:`load_all` restores the whole range at once.
+    """
+
+    def __init__(
+        self, operator: Operator, index: int, parallelism: int, checkpoint: int | None = None
+    ) -> None:
+        self.operator = operator
+        self.index = index
+        self.parallelism = parallelism
+        self.key_groups: range = operator.key_groups.range_of(index, parallelism)
+        job = operator.job
+        if checkpoint is None:
+            self.base = job.last_checkpoint()
+        else:
+            _check_checkpoint_id(checkpoint)
+            if checkpoint not in job.checkpoints():
+                raise CheckpointError(
+                    f"checkpoint {checkpoint} of job {job.name!r} is not restorable "
+                    f"(restorable: {_summary(job.checkpoints())})"
+                )
+            self.base = checkpoint
+        self.attempt = uuid.uuid4().hex
+        self._spaces: dict[int, ObjectSpace] = {}
+        self._chains: dict[int, _Chain] = {}
+        self._saved: tuple[int, list[WriteInfo]] | None = None
+        self.rows_read = 0
+        self.last_save = SaveStats()
+
+    def __repr__(self) -> str:
+        return (
+            f"Instance({self.operator.job.name!r}/{self.operator.name!r} {self.index} of "
+            f"{self.parallelism}, key groups {self.key_groups.start}..{self.key_groups.stop - 1})"
+        )
+
+    def _check(self, key_group: int) -> None:
+        if key_group not in self.key_groups:
+            raise CheckpointError(
+                f"key group {key_group} is not owned by instance {self.index} of "
+                f"{self.parallelism} of operator {self.operator.name!r} (it owns "
+                f"{self.key_groups.start}..{self.key_groups.stop - 1}; key group {key_group} "
+                f"belongs to instance "
+                f"{self.operator.key_groups.instance_of(key_group, self.parallelism)})"
+                if 0 <= key_group < self.operator.max_key_groups
+                else f"key group {key_group} is outside 0..{self.operator.max_key_groups - 1}"
+            )
+
+    def key_group(self, key: Any) -> int:
+        """The key group of ``key``."""
+        return self.operator.key_groups.key_group(key)
+
+    def space_for_key(self, key: Any) -> ObjectSpace:
+        """The object space of the key group of ``key`` (which this instance must own)."""
+        return self.space(self.operator.key_groups.key_group(key))
+
+    def space(self, key_group: int) -> ObjectSpace:
+        """The object space of ``key_group``, restored on first use."""
+        space = self._spaces.get(key_group)
+        if space is None:
+            self._check(key_group)
+            self._load(range(key_group, key_group + 1))
+            space = self._spaces[key_group]
+        return space
+
+    def load_all(self) -> None:
+        """Restore every key group of the range that is not loaded yet."""
+        missing = [g for g in self.key_groups if g not in self._spaces]
+        if missing:
+            self._load(range(missing[0], missing[-1] + 1))
+
+    def loaded(self) -> dict[int, ObjectSpace]:
+        """The key groups restored so far and their spaces."""
+        return dict(self._spaces)
+
+    def _load(self, key_groups: range) -> None:
+        op = self.operator
+        backend = op.job.backend
+        chains = (
+            {} if self.base is None else backend.chains(op.job.name, op.name, key_groups, self.base)
+        )
+        for key_group in key_groups:
+            if key_group in self._spaces:
+                continue
+            writes = chains.get(key_group, [])
+            if writes:
+                tables = backend.read(op.job.name, op.name, writes)
+                self.rows_read += sum(w.rows for w in writes)
+                space = ObjectSpace.load(DictReader(tables), op.serializer)
+            else:
+                space = ObjectSpace(op.serializer)
+            self._spaces[key_group] = space
+            self._chains[key_group] = _Chain.of(writes)
+
+    def save(self, checkpoint_id: int) -> Receipt:
+        """Write the edits of every loaded key group as pending version ``checkpoint_id``.
+
+        A key group whose chain is too long (see :class:`CompactionPolicy`) is written as a
+        full version. Nothing is visible until :meth:`Job.commit`; call :meth:`on_saved`
+        after the commit succeeded.
+        """
+        _check_checkpoint_id(checkpoint_id)
+        if self.base is not None and checkpoint_id <= self.base:
+            raise CheckpointError(
+                f"cannot save checkpoint {checkpoint_id}: instance restored as of "
+                f"{self.base}, so the next checkpoint must be greater"
+            )
+        op = self.operator
+        parts: list[PendingPart] = []
+        for key_group, space in self._spaces.items():
+            if not space.is_dirty:
+                continue  # an unchanged key group needs no new version, nor compaction
+            full = op.compaction.needs_full(self._chains[key_group])
+            writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
+            space.save(writer)
+            parts.append(PendingPart(key_group, full, writer.changes))
+        writes = op.job.backend.write_pending(
+            op.job.name, op.name, checkpoint_id, self.attempt, parts
+        )
+        self._saved = (checkpoint_id, writes)
+        stats = SaveStats(
+            key_groups=len(writes),
+            full=sum(w.full for w in writes),
+            bytes_written=sum(w.bytes for w in writes),
+            rows_written=sum(w.rows for w in writes),
+        )
+        self.last_save = stats
+        return Receipt(
+            job=op.job.name,
+            operator=op.name,
+            index=self.index,
+            parallelism=self.parallelism,
+            checkpoint_id=checkpoint_id,
+            base=self.base,
+            attempt=self.attempt,
+            writes=tuple((w.key_group, w.write_id) for w in writes),
+            bytes_written=stats.bytes_written,
+            rows_written=stats.rows_written,
+        )
+
+    def on_saved(self) -> None:
+        """Acknowledge the last save after its checkpoint was committed."""
+        if self._saved is None:
+            return
+        checkpoint_id, writes = self._saved
+        saved = {w.key_group: w for w in writes}
+        for key_group, space in self._spaces.items():
+            write = saved.get(key_group)
+            if write is not None:
+                space.on_saved()
+                self._chains[key_group] = self._chains[key_group].after(write)
+        self.base = checkpoint_id
+        self._saved = None
+
+    def spaces(self) -> Iterator[tuple[int, ObjectSpace]]:
+        """Every key group of the range with its space (restoring the missing ones)."""
+        self.load_all()
+        for key_group in self.key_groups:
+            yield key_group, self._spaces[key_group]
+
+
+def _summary(ids: Sequence[int]) -> str:
+    if not ids:
+        return "none"
+    if len(ids) <= 6:
+        return ", ".join(map(str, ids))
+    return f"{ids[0]}..{ids[-1]} ({len(ids)} checkpoints)"

@@ -1,0 +1,211 @@
+"""The contract of versioned, repartitionable checkpoint storage.
+
+State is stored by job, operator, **key group** and version (checkpoint id), never by
+instance, so a job can restart at any parallelism. An instance writes the edits of its key
+groups as *pending* writes, invisible to every reader; one catalog transaction commits a
+checkpoint by marking the writes its receipts name, after checking that the checkpoint
+follows the last committed one. Writes of a failed or duplicate attempt are never marked
+and are removed by retention.
+
+Each committed write of a key group is FULL (restore starts from it) or DIFFERENTIAL (its
+edits apply on top of the previous version). Restoring key group ``g`` as of checkpoint
+``N`` applies, in version order, the newest FULL write of ``g`` at or before ``N`` and every
+later write up to ``N``.
+
+:class:`Backend` is what a storage implements; the job/operator/instance API built on it
+lives in :mod:`objectspace.checkpoint`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from objectspace.storage.base import TableChanges
+
+__all__ = [
+    "Backend",
+    "CheckpointInfo",
+    "OperatorInfo",
+    "PendingPart",
+    "RetentionStats",
+    "WriteInfo",
+    "materialize",
+]
+
+
+@dataclass(frozen=True)
+class OperatorInfo:
+    """An operator's stored metadata."""
+
+    job: str
+    name: str
+    max_key_groups: int
+    parallelism: int | None
+    schema_version: int
+
+
+@dataclass(frozen=True)
+class WriteInfo:
+    """One write of one key group at one version (pending until committed)."""
+
+    write_id: int
+    key_group: int
+    version: int
+    full: bool
+    bytes: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A committed checkpoint of a job."""
+
+    checkpoint_id: int
+    committed_at: float
+    writes: int
+    bytes: int
+    full_writes: int
+
+
+@dataclass(frozen=True)
+class PendingPart:
+    """The edits of one key group that an instance writes as one pending write."""
+
+    key_group: int
+    full: bool
+    changes: Mapping[str, TableChanges]
+
+
+@dataclass
+class RetentionStats:
+    """What :meth:`Backend.retain` removed."""
+
+    checkpoints_dropped: int = 0
+    writes_removed: int = 0
+    pending_removed: int = 0
+    rows_removed: int = 0
+    kept: list[int] = field(default_factory=list)
+
+
+class Backend(ABC):
+    """Versioned key/value storage of key-group state, with its catalog.
+
+    Every method is one unit of work (one transaction where the backend has them) and may
+    be called from any process: backends pickle, and reconnect lazily.
+    """
+
+    url: str
+
+    # -- catalog ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def ensure_operator(
+        self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
+    ) -> OperatorInfo:
+        """Create the job and operator if missing, else check and return their metadata.
+
+        ``max_key_groups`` is fixed at creation; a different value raises
+        :class:`~objectspace.CheckpointError` naming both. ``None`` accepts the stored one
+        (and is refused when the operator does not exist yet).
+        """
+
+    @abstractmethod
+    def operator_info(self, job: str, operator: str) -> OperatorInfo | None:
+        """The operator's metadata, or ``None`` when it does not exist."""
+
+    @abstractmethod
+    def jobs(self) -> list[str]:
+        """Names of every job."""
+
+    @abstractmethod
+    def operators(self, job: str) -> list[OperatorInfo]:
+        """Every operator of ``job``."""
+
+    # -- writing ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def write_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[WriteInfo]:
+        """Store each part as a pending write at ``version``; return them in order."""
+
+    @abstractmethod
+    def commit(
+        self,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        write_ids: Sequence[int],
+        parallelism: Mapping[str, int],
+    ) -> bool:
+        """Make checkpoint ``checkpoint_id`` visible with exactly ``write_ids``, atomically.
+
+        Returns ``False`` (and changes nothing) when the checkpoint is already committed.
+        Raises :class:`~objectspace.CheckpointError` when ``checkpoint_id`` is not after the
+        last committed checkpoint, when ``base`` (the checkpoint the writes were made on top
+        of) is not the last committed one, or when a write does not exist, is committed,
+        belongs to another job or has another version. ``parallelism`` records, per
+        operator, the parallelism the checkpoint ran with.
+        """
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def last_checkpoint(self, job: str) -> int | None:
+        """The newest committed checkpoint of ``job``, or ``None``."""
+
+    @abstractmethod
+    def checkpoints(self, job: str) -> list[CheckpointInfo]:
+        """The committed, retained checkpoints of ``job``, oldest first."""
+
+    @abstractmethod
+    def chains(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        """Per key group in ``key_groups``: the committed writes to apply, in version order."""
+
+    @abstractmethod
+    def read(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, dict[bytes, bytes]]:
+        """The tables of one key group after applying ``writes`` in order."""
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    @abstractmethod
+    def retain(self, job: str, keep_last: int) -> RetentionStats:
+        """Drop what no restore of the last ``keep_last`` checkpoints needs.
+
+        Removes older checkpoints, the writes no retained checkpoint's chains use, and
+        pending writes at or before the last committed checkpoint (they can never commit).
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without connections
+        """Release connections; the next use reopens them."""
+
+
+def materialize(
+    writes: Sequence[tuple[Mapping[str, bool], Sequence[tuple[str, bytes, bytes | None]]]],
+) -> dict[str, dict[bytes, bytes]]:
+    """Apply writes in order: each is (tables it deleted, rows with ``None`` for a delete)."""
+    tables: dict[str, dict[bytes, bytes]] = {}
+    for truncated, rows in writes:
+        for name in truncated:
+            tables.pop(name, None)
+        for name, key, value in rows:
+            table = tables.get(name)
+            if value is None:
+                if table is not None:
+                    table.pop(key, None)
+            else:
+                if table is None:
+                    table = tables[name] = {}
+                table[key] = value
+    return {name: rows for name, rows in tables.items() if rows}
