@@ -62,7 +62,9 @@ def buffer_workload(
         store = SQLiteStore(os.path.join(tmp, "state.db"))
         space = ObjectSpace()
         buffers = [space.create_list(f"buf/{k}") for k in range(keys)]
-        whole = [[] for _ in range(keys)]  # what a whole-state-per-key design would persist
+        whole: list[list[float]] = [
+            [] for _ in range(keys)
+        ]  # what a whole-state-per-key design would persist
         emitted = 0
         ours = theirs = 0
         started = time.perf_counter()

@@ -147,7 +147,7 @@ class ObjectSpace:
         obj = self.get(object_id)
         if type(obj) is not cls:
             raise WrongKindError(f"object {object_id!r} is a {obj.KIND}, not a {cls.KIND}")
-        return obj  # type: ignore[return-value]
+        return obj
 
     def get_value(self, object_id: str) -> PersistedValue:
         return self._get(object_id, PersistedValue)

@@ -153,7 +153,7 @@ class PersistedSortedDict(_DictBase):
 
     def peekitem(self, index: int = -1) -> tuple[Any, Any]:
         """The (key, value) pair at position ``index`` in key order (the last by default)."""
-        return tuple(self._data.peekitem(index))  # type: ignore[return-value]
+        return tuple(self._data.peekitem(index))
 
     def popitem(self) -> tuple[Any, Any]:
         """Remove and return the pair with the greatest key. ``KeyError`` when empty."""
@@ -168,7 +168,8 @@ class PersistedSortedDict(_DictBase):
         return int(self._data.index(key))
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(self._data)
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
 
     @classmethod
     def _load(

@@ -290,9 +290,9 @@ class PersistedLinkedList(PersistedObject):
                 out.truncate(self._t_data)
             links = out.table(self._t_data)
             for nid in page.links:
-                node = nodes.get(nid)
-                if node is not None:
-                    links[int_key(nid)] = dumps([nid_of(node._prev), nid_of(node._next)])
+                live = nodes.get(nid)
+                if live is not None:
+                    links[int_key(nid)] = dumps([nid_of(live._prev), nid_of(live._next)])
                 elif not page.cleared:
                     links[int_key(nid)] = DELETED
         if whole or page.meta:

@@ -152,7 +152,8 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
         return iter(self._data)
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(self._data)
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
 
     def __contains__(self, value: object) -> bool:
         return value in self._data

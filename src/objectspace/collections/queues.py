@@ -186,7 +186,8 @@ class PersistedStack(PersistedObject):
 
     def __iter__(self) -> Iterator[Any]:
         """Values from top to bottom (the order ``pop`` returns them)."""
-        return reversed(self._data)
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PersistedStack):

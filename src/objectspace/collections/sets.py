@@ -123,7 +123,8 @@ class PersistedSortedSet(_SetBase):
         return self._data[index]
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(self._data)
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
 
     def irange(
         self,

@@ -56,6 +56,9 @@ class WriteInfo:
     full: bool
     bytes: int
     rows: int
+    segment: str | None = None  # the segment file holding the data, if not in the catalog
+    offset: int = 0
+    length: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,670 @@
+"""The checkpoint catalog and row store in SQL, shared by the SQLite and PostgreSQL backends.
+
+Layout: a catalog (jobs, operators, checkpoints, writes, segment files) and the data of
+every write stored either as rows ``(write id, table id, key, value or NULL for a delete)``
+plus the tables it deleted, or in a segment file that the write references by path,
+offset and length. Table names are interned once in ``ckpt_tables``, so a row costs its
+key, its value and two small integers.
+
+A dialect subclass supplies connections and transactions (:meth:`SQLBackend._run`), the
+schema, and bulk row insertion. SQL here is written with ``?`` parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from objectspace.errors import CheckpointError, StorageError
+from objectspace.storage.base import DELETED
+from objectspace.storage.versioned import (
+    Backend,
+    CheckpointInfo,
+    OperatorInfo,
+    PendingPart,
+    RetentionStats,
+    WriteInfo,
+    materialize,
+)
+
+__all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
+
+SCHEMA_VERSION = 1
+
+# Bytes counted per stored row on top of its key and value: the write and table references.
+ROW_OVERHEAD = 8
+
+_R = TypeVar("_R")
+
+
+class Tx(Protocol):
+    """One transaction: statements with ``?`` parameters."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+SegmentEntry = tuple[int, bool, int, int, int, int]
+"""A key group's part of a segment file: (key group, full, bytes, rows, offset, length)."""
+
+
+def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _encode_part(
+    part: PendingPart, ids: Mapping[str, int]
+) -> tuple[list[tuple[int, bytes, bytes | None]], list[int], int]:
+    """A part's rows (table id, key, value or None), deleted table ids, and bytes."""
+    rows: list[tuple[int, bytes, bytes | None]] = []
+    truncates: list[int] = []
+    written = 0
+    for name, change in part.changes.items():
+        tid = ids[name]
+        if change.truncated and not part.full:
+            truncates.append(tid)
+        for key, value in change.rows.items():
+            if value is DELETED:
+                if not part.full:  # a full write starts from nothing: deletes are moot
+                    rows.append((tid, key, None))
+                    written += len(key) + ROW_OVERHEAD
+            else:
+                rows.append((tid, key, value))  # type: ignore[arg-type]
+                written += len(key) + len(value) + ROW_OVERHEAD  # type: ignore[arg-type]
+    return rows, truncates, written
+
+
+class SQLBackend(Backend):
+    """Catalog and row storage over a SQL database; see the module docstring.
+
+    ``fault_hook``, when set, is called with the name of each step of a write or commit
+    (:attr:`STEPS`) inside its transaction; an exception it raises aborts the transaction.
+    Tests use it to interrupt the protocol anywhere.
+    """
+
+    STEPS: ClassVar[tuple[str, ...]] = (
+        "write:begin",
+        "write:rows",
+        "write:end",
+        "commit:begin",
+        "commit:mark",
+        "commit:end",
+    )
+
+    url: str
+
+    def __init__(self) -> None:
+        self.fault_hook: Callable[[str], None] | None = None
+        self._table_ids: dict[str, int] = {}
+
+    # -- what a dialect provides ------------------------------------------------------------
+
+    @abstractmethod
+    def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
+        """Run ``work`` in one transaction and commit it; roll back if it raises.
+
+        Errors of the database become :class:`~objectspace.StorageError` naming ``what``.
+        A dialect may retry ``work`` on transient conflicts.
+        """
+
+    def _insert_rows(self, tx: Tx, rows: list[tuple[int, int, bytes, bytes | None]]) -> None:
+        tx.executemany("INSERT INTO ckpt_rows VALUES (?, ?, ?, ?)", rows)
+
+    def _fault(self, step: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(step)
+
+    def _check_schema(self, tx: Tx) -> None:
+        row = tx.one("SELECT value FROM ckpt_meta WHERE name = 'schema_version'")
+        if row is None:
+            tx.execute(
+                "INSERT INTO ckpt_meta VALUES ('schema_version', ?) ON CONFLICT (name) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StorageError(
+                f"checkpoint storage {self.url!r} has schema version {row[0]}, newer than "
+                f"this objectspace understands ({SCHEMA_VERSION}); upgrade objectspace"
+            )
+
+    # -- catalog ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _job_id(tx: Tx, job: str) -> int | None:
+        row = tx.one("SELECT id FROM ckpt_jobs WHERE name = ?", (job,))
+        return None if row is None else int(row[0])
+
+    @staticmethod
+    def _operator_row(tx: Tx, job: str, operator: str) -> tuple[Any, ...] | None:
+        return tx.one(
+            "SELECT o.id, o.max_key_groups, o.parallelism, o.schema_version FROM ckpt_operators o "
+            "JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? AND o.name = ?",
+            (job, operator),
+        )
+
+    def _operator_id(self, tx: Tx, job: str, operator: str) -> int:
+        row = self._operator_row(tx, job, operator)
+        if row is None:
+            raise CheckpointError(f"operator {operator!r} of job {job!r} does not exist")
+        return int(row[0])
+
+    def ensure_operator(
+        self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
+    ) -> OperatorInfo:
+        def work(tx: Tx) -> OperatorInfo:
+            row = self._operator_row(tx, job, operator)
+            if row is None:
+                if max_key_groups is None:
+                    raise CheckpointError(
+                        f"operator {operator!r} of job {job!r} does not exist; give "
+                        "max_key_groups to create it"
+                    )
+                tx.execute(
+                    "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
+                )
+                tx.execute(
+                    "INSERT INTO ckpt_operators (job, name, max_key_groups, schema_version) "
+                    "VALUES (?, ?, ?, ?)",
+                    (self._job_id(tx, job), operator, max_key_groups, schema_version or 1),
+                )
+                return OperatorInfo(job, operator, max_key_groups, None, schema_version or 1)
+            op_id, stored_max, parallelism, stored_schema = row
+            if max_key_groups is not None and max_key_groups != stored_max:
+                raise CheckpointError(
+                    f"operator {operator!r} of job {job!r} was created with max_key_groups="
+                    f"{stored_max}; it cannot be reopened with max_key_groups={max_key_groups} "
+                    "(the key space is fixed for the life of the state)"
+                )
+            if schema_version is not None and schema_version != stored_schema:
+                tx.execute(
+                    "UPDATE ckpt_operators SET schema_version = ? WHERE id = ?",
+                    (schema_version, op_id),
+                )
+                stored_schema = schema_version
+            return OperatorInfo(job, operator, stored_max, parallelism, stored_schema)
+
+        return self._run(f"opening operator {job}/{operator}", work)
+
+    def operator_info(self, job: str, operator: str) -> OperatorInfo | None:
+        row = self._run(
+            "reading an operator", lambda tx: self._operator_row(tx, job, operator), write=False
+        )
+        return None if row is None else OperatorInfo(job, operator, row[1], row[2], row[3])
+
+    def jobs(self) -> list[str]:
+        rows = self._run(
+            "listing jobs",
+            lambda tx: tx.all("SELECT name FROM ckpt_jobs ORDER BY name"),
+            write=False,
+        )
+        return [name for (name,) in rows]
+
+    def operators(self, job: str) -> list[OperatorInfo]:
+        rows = self._run(
+            "listing operators",
+            lambda tx: tx.all(
+                "SELECT o.name, o.max_key_groups, o.parallelism, o.schema_version "
+                "FROM ckpt_operators o JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? "
+                "ORDER BY o.name",
+                (job,),
+            ),
+            write=False,
+        )
+        return [OperatorInfo(job, *row) for row in rows]
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _intern_tables(self, tx: Tx, names: set[str]) -> dict[str, int]:
+        ids = self._table_ids
+        missing = sorted(name for name in names if name not in ids)
+        if missing:
+            tx.executemany(
+                "INSERT INTO ckpt_tables (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                [(name,) for name in missing],
+            )
+            for chunk in _chunks(missing):
+                for tid, name in tx.all(
+                    f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
+                    list(chunk),
+                ):
+                    ids[name] = tid
+        return ids
+
+    def _insert_write(
+        self,
+        tx: Tx,
+        op_id: int,
+        key_group: int,
+        version: int,
+        full: bool,
+        attempt: str,
+        nbytes: int,
+        rows: int,
+        segment: str | None = None,
+        offset: int = 0,
+        length: int = 0,
+    ) -> int:
+        row = tx.one(
+            "INSERT INTO ckpt_writes (operator, key_group, version, full, bytes, rows, attempt, "
+            "created, segment, seg_offset, seg_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING id",
+            (
+                op_id,
+                key_group,
+                version,
+                int(full),
+                nbytes,
+                rows,
+                attempt,
+                time.time(),
+                segment,
+                offset,
+                length,
+            ),
+        )
+        assert row is not None
+        return int(row[0])
+
+    def write_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[WriteInfo]:
+        if not parts:
+            return []
+
+        def work(tx: Tx) -> list[WriteInfo]:
+            self._fault("write:begin")
+            op_id = self._operator_id(tx, job, operator)
+            ids = self._intern_tables(tx, {name for part in parts for name in part.changes})
+            infos: list[WriteInfo] = []
+            rows: list[tuple[int, int, bytes, bytes | None]] = []
+            truncates: list[tuple[int, int]] = []
+            for part in parts:
+                part_rows, part_truncates, written = _encode_part(part, ids)
+                count = len(part_rows) + len(part_truncates)
+                write_id = self._insert_write(
+                    tx, op_id, part.key_group, version, part.full, attempt, written, count
+                )
+                rows.extend((write_id, tid, key, value) for tid, key, value in part_rows)
+                truncates.extend((write_id, tid) for tid in part_truncates)
+                infos.append(
+                    WriteInfo(write_id, part.key_group, version, part.full, written, count)
+                )
+            self._fault("write:rows")
+            self._insert_rows(tx, rows)
+            if truncates:
+                tx.executemany("INSERT INTO ckpt_truncates VALUES (?, ?)", truncates)
+            self._fault("write:end")
+            return infos
+
+        self_ids = dict(self._table_ids)
+        try:
+            return self._run(f"writing checkpoint {version} of {job}/{operator}", work)
+        except BaseException:
+            self._table_ids = self_ids  # forget ids of a rolled-back transaction
+            raise
+
+    def register_segment(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        path: str,
+        size: int,
+        entries: Sequence[SegmentEntry],
+    ) -> list[WriteInfo]:
+        """Record a published segment file and its key groups as pending writes."""
+
+        def work(tx: Tx) -> list[WriteInfo]:
+            self._fault("write:begin")
+            op_id = self._operator_id(tx, job, operator)
+            tx.execute(
+                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, ?)",
+                (path, time.time(), size),
+            )
+            self._fault("write:rows")
+            infos = []
+            for key_group, full, nbytes, rows, offset, length in entries:
+                write_id = self._insert_write(
+                    tx,
+                    op_id,
+                    key_group,
+                    version,
+                    full,
+                    attempt,
+                    nbytes,
+                    rows,
+                    path,
+                    offset,
+                    length,
+                )
+                infos.append(
+                    WriteInfo(
+                        write_id, key_group, version, full, nbytes, rows, path, offset, length
+                    )
+                )
+            self._fault("write:end")
+            return infos
+
+        return self._run(f"registering segment {path}", work)
+
+    def commit(
+        self,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        write_ids: Sequence[int],
+        parallelism: Mapping[str, int],
+    ) -> bool:
+        ids = sorted(set(write_ids))
+        if len(ids) != len(write_ids):
+            raise CheckpointError(f"checkpoint {checkpoint_id}: a write is named twice")
+
+        def work(tx: Tx) -> bool:
+            self._fault("commit:begin")
+            row = tx.one("SELECT id, last_checkpoint FROM ckpt_jobs WHERE name = ?", (job,))
+            if row is None:
+                raise CheckpointError(f"job {job!r} does not exist")
+            job_id, last = row
+            if tx.one(
+                "SELECT 1 FROM ckpt_checkpoints WHERE job = ? AND checkpoint = ?",
+                (job_id, checkpoint_id),
+            ):
+                return False
+            if last is not None and checkpoint_id <= last:
+                raise CheckpointError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: checkpoint "
+                    f"{last} is already committed and checkpoints commit in increasing order"
+                )
+            if base != last:
+                raise CheckpointError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: its writes were "
+                    f"made on top of checkpoint {base}, but the last committed one is {last}"
+                )
+            total_bytes = full_writes = 0
+            for chunk in _chunks(ids):
+                found = tx.all(
+                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.full "
+                    "FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.operator "
+                    f"WHERE w.id IN ({_marks(len(chunk))})",
+                    list(chunk),
+                )
+                if len(found) != len(chunk):
+                    missing = set(chunk) - {r[0] for r in found}
+                    raise CheckpointError(
+                        f"checkpoint {checkpoint_id} of job {job!r} names writes that do not "
+                        f"exist (collected, or never written): {sorted(missing)[:5]}"
+                    )
+                for write_id, version, committed, owner, nbytes, full in found:
+                    if owner != job_id or version != checkpoint_id or committed:
+                        raise CheckpointError(
+                            f"write {write_id} cannot be part of checkpoint {checkpoint_id} of "
+                            f"job {job!r}: it is version {version}"
+                            + (" and already committed" if committed else "")
+                            + ("" if owner == job_id else " of another job")
+                        )
+                    total_bytes += nbytes
+                    full_writes += full
+            self._fault("commit:mark")
+            for chunk in _chunks(ids):
+                tx.execute(
+                    f"UPDATE ckpt_writes SET committed = 1 WHERE id IN ({_marks(len(chunk))})",
+                    list(chunk),
+                )
+            tx.execute(
+                "UPDATE ckpt_jobs SET last_checkpoint = ? WHERE id = ?", (checkpoint_id, job_id)
+            )
+            tx.execute(
+                "INSERT INTO ckpt_checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, checkpoint_id, time.time(), len(ids), total_bytes, full_writes),
+            )
+            for name, p in sorted(parallelism.items()):
+                tx.execute(
+                    "UPDATE ckpt_operators SET parallelism = ? WHERE job = ? AND name = ?",
+                    (p, job_id, name),
+                )
+            self._fault("commit:end")
+            return True
+
+        return self._run(f"committing checkpoint {checkpoint_id} of {job}", work)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def last_checkpoint(self, job: str) -> int | None:
+        row = self._run(
+            "reading the last checkpoint",
+            lambda tx: tx.one("SELECT last_checkpoint FROM ckpt_jobs WHERE name = ?", (job,)),
+            write=False,
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
+    def checkpoints(self, job: str) -> list[CheckpointInfo]:
+        rows = self._run(
+            "listing checkpoints",
+            lambda tx: tx.all(
+                "SELECT c.checkpoint, c.committed_at, c.writes, c.bytes, c.full_writes "
+                "FROM ckpt_checkpoints c JOIN ckpt_jobs j ON j.id = c.job WHERE j.name = ? "
+                "ORDER BY c.checkpoint",
+                (job,),
+            ),
+            write=False,
+        )
+        return [CheckpointInfo(*row) for row in rows]
+
+    def chains(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        def work(tx: Tx) -> list[tuple[Any, ...]]:
+            op_id = self._operator_id(tx, job, operator)
+            return tx.all(
+                "SELECT id, key_group, version, full, bytes, rows, segment, seg_offset, "
+                "seg_length FROM ckpt_writes WHERE operator = ? AND committed = 1 "
+                "AND key_group >= ? AND key_group < ? AND version <= ? "
+                "ORDER BY key_group, version",
+                (op_id, key_groups.start, key_groups.stop, as_of),
+            )
+
+        chains: dict[int, list[WriteInfo]] = {}
+        for wid, key_group, version, full, nbytes, count, segment, offset, length in self._run(
+            "reading restore chains", work, write=False
+        ):
+            info = WriteInfo(
+                wid,
+                key_group,
+                version,
+                bool(full),
+                nbytes,
+                count,
+                segment,
+                offset or 0,
+                length or 0,
+            )
+            if full:
+                chains[key_group] = [info]
+            else:
+                chains.setdefault(key_group, []).append(info)
+        return chains
+
+    def read_parts(
+        self, writes: Sequence[WriteInfo]
+    ) -> list[tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]]:
+        """The stored edits of each write (from rows in the database), in order."""
+
+        def work(tx: Tx) -> list[tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]]:
+            parts = []
+            for info in writes:
+                truncated = {
+                    name: True
+                    for (name,) in tx.all(
+                        "SELECT t.name FROM ckpt_truncates x JOIN ckpt_tables t ON t.id = x.tbl "
+                        "WHERE x.write = ?",
+                        (info.write_id,),
+                    )
+                }
+                rows = tx.all(
+                    "SELECT t.name, r.key, r.value FROM ckpt_rows r JOIN ckpt_tables t "
+                    "ON t.id = r.tbl WHERE r.write = ?",
+                    (info.write_id,),
+                )
+                parts.append(
+                    (
+                        truncated,
+                        [(n, bytes(k), None if v is None else bytes(v)) for n, k, v in rows],
+                    )
+                )
+            return parts
+
+        return self._run("reading state", work, write=False)
+
+    def read(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, dict[bytes, bytes]]:
+        return materialize(self.read_parts(writes))
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def retain(self, job: str, keep_last: int) -> RetentionStats:
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1, not {keep_last}")
+
+        def work(tx: Tx) -> RetentionStats:
+            stats = RetentionStats()
+            job_id = self._job_id(tx, job)
+            if job_id is None:
+                raise CheckpointError(f"job {job!r} does not exist")
+            kept = [
+                c
+                for (c,) in tx.all(
+                    "SELECT checkpoint FROM ckpt_checkpoints WHERE job = ? "
+                    "ORDER BY checkpoint DESC LIMIT ?",
+                    (job_id, keep_last),
+                )
+            ]
+            stats.kept = sorted(kept)
+            if not kept:
+                return stats
+            oldest, last = min(kept), max(kept)
+            stats.checkpoints_dropped = tx.execute(
+                "DELETE FROM ckpt_checkpoints WHERE job = ? AND checkpoint < ?",
+                (job_id, oldest),
+            ).rowcount
+            # Per key group, the chain of the oldest retained checkpoint starts at its newest
+            # full write at or before it; every older write is unreachable.
+            doomed = [
+                wid
+                for (wid,) in tx.all(
+                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.operator "
+                    "WHERE o.job = ? AND w.committed = 1 AND w.version < ("
+                    "  SELECT MAX(f.version) FROM ckpt_writes f WHERE f.operator = w.operator "
+                    "  AND f.key_group = w.key_group AND f.committed = 1 AND f.full = 1 "
+                    "  AND f.version <= ?)",
+                    (job_id, oldest),
+                )
+            ]
+            stats.writes_removed = len(doomed)
+            pending = [
+                wid
+                for (wid,) in tx.all(
+                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.operator "
+                    "WHERE o.job = ? AND w.committed = 0 AND w.version <= ?",
+                    (job_id, last),
+                )
+            ]
+            stats.pending_removed = len(pending)
+            for chunk in _chunks(doomed + pending):
+                marks = _marks(len(chunk))
+                stats.rows_removed += tx.execute(
+                    f"DELETE FROM ckpt_rows WHERE write IN ({marks})", list(chunk)
+                ).rowcount
+                tx.execute(f"DELETE FROM ckpt_truncates WHERE write IN ({marks})", list(chunk))
+                tx.execute(f"DELETE FROM ckpt_writes WHERE id IN ({marks})", list(chunk))
+            return stats
+
+        return self._run(f"retention of job {job!r}", work)
+
+    def storage_bytes(self) -> int:
+        """Bytes of rows stored in the database (keys, values and row overhead), all jobs."""
+        row = self._run(
+            "measuring storage",
+            lambda tx: tx.one(
+                "SELECT COALESCE(SUM(LENGTH(key) + COALESCE(LENGTH(value), 0)), 0), COUNT(*) "
+                "FROM ckpt_rows"
+            ),
+            write=False,
+        )
+        assert row is not None
+        return int(row[0]) + int(row[1]) * ROW_OVERHEAD
+
+    # -- segment files: references and two-phase garbage collection --------------------------
+
+    def stamp_unreferenced(self, now: float | None = None) -> int:
+        """GC phase one: stamp segment files that no write references any more."""
+        when = time.time() if now is None else now
+        return int(
+            self._run(
+                "stamping unreferenced segments",
+                lambda tx: (
+                    tx.execute(
+                        "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND NOT EXISTS "
+                        "(SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.path)",
+                        (when,),
+                    ).rowcount
+                ),
+            )
+        )
+
+    def collectable_segments(self, grace_seconds: float, now: float | None = None) -> list[str]:
+        """GC phase two: segments stamped more than ``grace_seconds`` ago and still
+        unreferenced."""
+        cutoff = (time.time() if now is None else now) - grace_seconds
+        rows = self._run(
+            "listing collectable segments",
+            lambda tx: tx.all(
+                "SELECT path FROM ckpt_segments s WHERE stamped IS NOT NULL AND stamped <= ? "
+                "AND NOT EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = s.path) "
+                "ORDER BY path",
+                (cutoff,),
+            ),
+            write=False,
+        )
+        return [path for (path,) in rows]
+
+    def forget_segment(self, path: str) -> bool:
+        """Remove a deleted segment from the catalog, unless a write references it again."""
+        return bool(
+            self._run(
+                f"forgetting segment {path}",
+                lambda tx: (
+                    tx.execute(
+                        "DELETE FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
+                        "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ?)",
+                        (path, path),
+                    ).rowcount
+                ),
+            )
+        )
+
+    def segments(self) -> list[tuple[str, int, float | None]]:
+        """Every known segment file: (path, bytes, stamped time or None)."""
+        return [
+            (p, int(b), s)
+            for p, b, s in self._run(
+                "listing segments",
+                lambda tx: tx.all("SELECT path, bytes, stamped FROM ckpt_segments ORDER BY path"),
+                write=False,
+            )
+        ]
