@@ -254,7 +254,7 @@ class SQLBackend(Backend):
         length: int = 0,
     ) -> int:
         row = tx.one(
-            "INSERT INTO ckpt_writes (operator, key_group, version, full, bytes, rows, attempt, "
+            "INSERT INTO ckpt_writes (op, key_group, version, is_full, bytes, rows, attempt, "
             "created, segment, seg_offset, seg_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "RETURNING id",
             (
@@ -398,8 +398,8 @@ class SQLBackend(Backend):
             total_bytes = full_writes = 0
             for chunk in _chunks(ids):
                 found = tx.all(
-                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.full "
-                    "FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.operator "
+                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full "
+                    "FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
                     f"WHERE w.id IN ({_marks(len(chunk))})",
                     list(chunk),
                 )
@@ -471,8 +471,8 @@ class SQLBackend(Backend):
         def work(tx: Tx) -> list[tuple[Any, ...]]:
             op_id = self._operator_id(tx, job, operator)
             return tx.all(
-                "SELECT id, key_group, version, full, bytes, rows, segment, seg_offset, "
-                "seg_length FROM ckpt_writes WHERE operator = ? AND committed = 1 "
+                "SELECT id, key_group, version, is_full, bytes, rows, segment, seg_offset, "
+                "seg_length FROM ckpt_writes WHERE op = ? AND committed = 1 "
                 "AND key_group >= ? AND key_group < ? AND version <= ? "
                 "ORDER BY key_group, version",
                 (op_id, key_groups.start, key_groups.stop, as_of),
@@ -567,10 +567,10 @@ class SQLBackend(Backend):
             doomed = [
                 wid
                 for (wid,) in tx.all(
-                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.operator "
+                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
                     "WHERE o.job = ? AND w.committed = 1 AND w.version < ("
-                    "  SELECT MAX(f.version) FROM ckpt_writes f WHERE f.operator = w.operator "
-                    "  AND f.key_group = w.key_group AND f.committed = 1 AND f.full = 1 "
+                    "  SELECT MAX(f.version) FROM ckpt_writes f WHERE f.op = w.op "
+                    "  AND f.key_group = w.key_group AND f.committed = 1 AND f.is_full = 1 "
                     "  AND f.version <= ?)",
                     (job_id, oldest),
                 )
@@ -579,7 +579,7 @@ class SQLBackend(Backend):
             pending = [
                 wid
                 for (wid,) in tx.all(
-                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.operator "
+                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
                     "WHERE o.job = ? AND w.committed = 0 AND w.version <= ?",
                     (job_id, last),
                 )

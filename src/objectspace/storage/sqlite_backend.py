@@ -49,10 +49,10 @@ CREATE TABLE IF NOT EXISTS ckpt_checkpoints (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ckpt_writes (
     id INTEGER PRIMARY KEY,
-    operator INTEGER NOT NULL,
+    op INTEGER NOT NULL,
     key_group INTEGER NOT NULL,
     version INTEGER NOT NULL,
-    full INTEGER NOT NULL,
+    is_full INTEGER NOT NULL,
     committed INTEGER NOT NULL DEFAULT 0,
     bytes INTEGER NOT NULL,
     rows INTEGER NOT NULL,
@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS ckpt_writes (
     seg_length INTEGER
 );
 CREATE INDEX IF NOT EXISTS ckpt_writes_chain
-    ON ckpt_writes (operator, committed, key_group, version);
+    ON ckpt_writes (op, committed, key_group, version);
 CREATE INDEX IF NOT EXISTS ckpt_writes_segment ON ckpt_writes (segment);
 CREATE TABLE IF NOT EXISTS ckpt_segments (
     path TEXT PRIMARY KEY,
