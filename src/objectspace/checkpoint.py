@@ -82,9 +82,13 @@ def open_backend(url: str) -> Backend:
         if parse_qs(parsed.query):
             raise StorageError(f"cannot open {url!r}: sqlite URLs take no options")
         return SQLiteBackend(path)
+    if scheme in ("postgresql", "postgres"):
+        from objectspace.storage.postgres_backend import PostgresBackend
+
+        return PostgresBackend(url)
     raise StorageError(
         f"cannot open storage {url!r}: unknown scheme {parsed.scheme!r} "
-        "(expected memory:// or sqlite:///)"
+        "(expected memory://, sqlite:///, postgresql://)"
     )
 
 
