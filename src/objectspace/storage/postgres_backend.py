@@ -119,17 +119,17 @@ class _PgTx:
         self.cur = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        return self.cur.execute(_pg(sql), params)  # type: ignore[arg-type]
+        return self.cur.execute(_pg(sql), params)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self.cur.executemany(_pg(sql), rows)  # type: ignore[arg-type]
+            self.cur.executemany(_pg(sql), rows)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        return self.cur.execute(_pg(sql), params).fetchone()  # type: ignore[arg-type]
+        return self.cur.execute(_pg(sql), params).fetchone()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.cur.execute(_pg(sql), params).fetchall()  # type: ignore[arg-type]
+        return self.cur.execute(_pg(sql), params).fetchall()
 
 
 class PostgresBackend(SQLBackend):
@@ -204,18 +204,17 @@ class PostgresBackend(SQLBackend):
         if self._schema_ready:
             return
         try:
-            with self.pool.connection() as conn:
-                with conn.transaction():
-                    # One creator at a time: concurrent CREATE IF NOT EXISTS can collide.
-                    conn.execute("SELECT pg_advisory_xact_lock(7368519843)")
-                    conn.execute(
-                        pg_sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            pg_sql.Identifier(self.schema)
-                        )
+            with self.pool.connection() as conn, conn.transaction():
+                # One creator at a time: concurrent CREATE IF NOT EXISTS can collide.
+                conn.execute("SELECT pg_advisory_xact_lock(7368519843)")
+                conn.execute(
+                    pg_sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                        pg_sql.Identifier(self.schema)
                     )
-                    conn.execute(_SCHEMA)
-                    with conn.cursor() as cur:
-                        self._check_schema(_PgTx(cur))
+                )
+                conn.execute(_SCHEMA)
+                with conn.cursor() as cur:
+                    self._check_schema(_PgTx(cur))
         except psycopg.Error as exc:
             raise StorageError(f"cannot open checkpoint storage {self!r}: {exc}") from exc
         self._schema_ready = True
