@@ -43,6 +43,7 @@ from objectspace.storage.versioned import (
 
 __all__ = [
     "CompactionPolicy",
+    "CompactionStats",
     "Instance",
     "Job",
     "Operator",
@@ -86,9 +87,14 @@ def open_backend(url: str) -> Backend:
         from objectspace.storage.postgres_backend import PostgresBackend
 
         return PostgresBackend(url)
+    if "catalog=" in parsed.query or scheme in ("file", "s3", "s3a", "hdfs", "gs", "memfs"):
+        from objectspace.storage.segments import SegmentBackend
+
+        return SegmentBackend.from_url(url, open_backend)
     raise StorageError(
-        f"cannot open storage {url!r}: unknown scheme {parsed.scheme!r} "
-        "(expected memory://, sqlite:///, postgresql://)"
+        f"cannot open storage {url!r}: unknown scheme {parsed.scheme!r} (expected memory://, "
+        "sqlite:///, postgresql://, or a filesystem URL such as file:// or s3:// with "
+        "?catalog=<sqlite or postgresql URL>)"
     )
 
 
@@ -164,6 +170,21 @@ class Receipt:
     writes: tuple[tuple[int, int], ...]  # (key group, write id)
     bytes_written: int
     rows_written: int
+
+
+@dataclass
+class CompactionStats:
+    """What an offline compaction rewrote."""
+
+    key_groups: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+    def __iadd__(self, other: CompactionStats) -> CompactionStats:
+        self.key_groups += other.key_groups
+        self.bytes_read += other.bytes_read
+        self.bytes_written += other.bytes_written
+        return self
 
 
 @dataclass
@@ -312,6 +333,15 @@ class Job:
         base = bases.pop() if bases else self.last_checkpoint()
         return self.backend.commit(self.name, checkpoint_id, base, write_ids, parallelism)
 
+    def compact(self, min_chain_length: int = 1) -> CompactionStats:
+        """Rewrite, for every operator, each key group whose restore chain has at least
+        ``min_chain_length`` differential writes as one full write (see
+        :meth:`Operator.compact`)."""
+        stats = CompactionStats()
+        for info in self.operators():
+            stats += self.operator(info.name).compact(min_chain_length)
+        return stats
+
     def retain(self, keep_last: int = 2) -> RetentionStats:
         """Remove every version that no restore of the last ``keep_last`` checkpoints needs,
         and pending writes that can never be committed."""
@@ -357,6 +387,27 @@ class Operator:
         """The parallelism of the last committed checkpoint (``None`` before the first)."""
         info = self.job.backend.operator_info(self.job.name, self.name)
         return None if info is None else info.parallelism
+
+    def compact(self, min_chain_length: int = 1) -> CompactionStats:
+        """Rewrite each key group whose chain as of the last checkpoint has at least
+        ``min_chain_length`` differential writes as one full write, committed in one catalog
+        transaction per key group. Older writes stay until :meth:`Job.retain` drops them."""
+        job = self.job
+        stats = CompactionStats()
+        last = job.last_checkpoint()
+        if last is None:
+            return stats
+        backend = job.backend
+        chains = backend.chains(job.name, self.name, range(self.max_key_groups), last)
+        for key_group, writes in sorted(chains.items()):
+            if len(writes) - 1 < min_chain_length:
+                continue
+            tables = backend.read(job.name, self.name, writes)
+            info = backend.write_compacted(job.name, self.name, key_group, last, tables)
+            stats.key_groups += 1
+            stats.bytes_read += sum(w.bytes for w in writes)
+            stats.bytes_written += info.bytes
+        return stats
 
     def instance(self, index: int, parallelism: int, checkpoint: int | None = None) -> Instance:
         """Instance ``index`` of ``parallelism``, restoring lazily as of ``checkpoint``

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from objectspace.errors import CheckpointError, StorageError
-from objectspace.storage.base import DELETED
+from objectspace.storage.base import DELETED, TableChanges
 from objectspace.storage.versioned import (
     Backend,
     CheckpointInfo,
@@ -252,11 +252,13 @@ class SQLBackend(Backend):
         segment: str | None = None,
         offset: int = 0,
         length: int = 0,
+        *,
+        committed: bool = False,
     ) -> int:
         row = tx.one(
             "INSERT INTO ckpt_writes (op, key_group, version, is_full, bytes, rows, attempt, "
-            "created, segment, seg_offset, seg_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "RETURNING id",
+            "created, segment, seg_offset, seg_length, committed) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 op_id,
                 key_group,
@@ -269,6 +271,7 @@ class SQLBackend(Backend):
                 segment,
                 offset,
                 length,
+                int(committed),
             ),
         )
         assert row is not None
@@ -317,6 +320,16 @@ class SQLBackend(Backend):
             self._table_ids = self_ids  # forget ids of a rolled-back transaction
             raise
 
+    def reserve_segment(self, path: str) -> None:
+        """Record a segment path before its file is written, so no file escapes the GC."""
+        self._run(
+            f"reserving segment {path}",
+            lambda tx: tx.execute(
+                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, 0)",
+                (path, time.time()),
+            ),
+        )
+
     def register_segment(
         self,
         job: str,
@@ -326,16 +339,22 @@ class SQLBackend(Backend):
         path: str,
         size: int,
         entries: Sequence[SegmentEntry],
+        *,
+        committed: bool = False,
     ) -> list[WriteInfo]:
-        """Record a published segment file and its key groups as pending writes."""
+        """Record a published segment's blocks as writes (pending unless ``committed``)."""
 
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
-            tx.execute(
-                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, ?)",
-                (path, time.time(), size),
-            )
+            updated = tx.execute(
+                "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE path = ?", (size, path)
+            ).rowcount
+            if updated != 1:
+                raise StorageError(
+                    f"segment {path!r} is no longer reserved in the catalog (collected after "
+                    "its grace period?); the write must be retried"
+                )
             self._fault("write:rows")
             infos = []
             for key_group, full, nbytes, rows, offset, length in entries:
@@ -351,6 +370,7 @@ class SQLBackend(Backend):
                     path,
                     offset,
                     length,
+                    committed=committed,
                 )
                 infos.append(
                     WriteInfo(
@@ -361,6 +381,47 @@ class SQLBackend(Backend):
             return infos
 
         return self._run(f"registering segment {path}", work)
+
+    def write_compacted(
+        self,
+        job: str,
+        operator: str,
+        key_group: int,
+        version: int,
+        tables: Mapping[str, Mapping[bytes, bytes]],
+    ) -> WriteInfo:
+        """Store a key group's state as of ``version`` as a committed full write.
+
+        Restores as of ``version`` or later start from it (it sorts after the writes it
+        replaces); the writes it replaces stay until retention drops them.
+        """
+        changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
+        part = PendingPart(key_group, True, changes)
+
+        def work(tx: Tx) -> WriteInfo:
+            op_id = self._operator_id(tx, job, operator)
+            ids = self._intern_tables(tx, set(changes))
+            rows, _, written = _encode_part(part, ids)
+            write_id = self._insert_write(
+                tx,
+                op_id,
+                key_group,
+                version,
+                True,
+                "compaction",
+                written,
+                len(rows),
+                committed=True,
+            )
+            self._insert_rows(tx, [(write_id, t, k, v) for t, k, v in rows])
+            return WriteInfo(write_id, key_group, version, True, written, len(rows))
+
+        saved = dict(self._table_ids)
+        try:
+            return self._run(f"compacting key group {key_group} of {job}/{operator}", work)
+        except BaseException:
+            self._table_ids = saved
+            raise
 
     def commit(
         self,
@@ -474,7 +535,7 @@ class SQLBackend(Backend):
                 "SELECT id, key_group, version, is_full, bytes, rows, segment, seg_offset, "
                 "seg_length FROM ckpt_writes WHERE op = ? AND committed = 1 "
                 "AND key_group >= ? AND key_group < ? AND version <= ? "
-                "ORDER BY key_group, version",
+                "ORDER BY key_group, version, id",
                 (op_id, key_groups.start, key_groups.stop, as_of),
             )
 
@@ -657,6 +718,15 @@ class SQLBackend(Backend):
                 ),
             )
         )
+
+    def referenced_segments(self) -> set[str]:
+        """Paths of segments that at least one write references."""
+        rows = self._run(
+            "listing referenced segments",
+            lambda tx: tx.all("SELECT DISTINCT segment FROM ckpt_writes WHERE segment IS NOT NULL"),
+            write=False,
+        )
+        return {path for (path,) in rows}
 
     def segments(self) -> list[tuple[str, int, float | None]]:
         """Every known segment file: (path, bytes, stamped time or None)."""

@@ -183,6 +183,18 @@ class Backend(ABC):
     # -- maintenance ------------------------------------------------------------------------
 
     @abstractmethod
+    def write_compacted(
+        self,
+        job: str,
+        operator: str,
+        key_group: int,
+        version: int,
+        tables: Mapping[str, Mapping[bytes, bytes]],
+    ) -> WriteInfo:
+        """Store a key group's whole state as of ``version`` as a committed full write that
+        later restores start from (in one catalog transaction)."""
+
+    @abstractmethod
     def retain(self, job: str, keep_last: int) -> RetentionStats:
         """Drop what no restore of the last ``keep_last`` checkpoints needs.
 

@@ -1,0 +1,416 @@
+"""Immutable segment files on any fsspec filesystem, referenced from a SQL catalog.
+
+``file:///dir?catalog=<url>``, ``s3://bucket/prefix?catalog=<url>``, ``hdfs://...``: an
+instance's save for one checkpoint becomes **one segment file** holding the edits of all
+its key groups, one compressed, checksummed block per key group, so a rescaled instance
+reads only the blocks of its own range. The catalog (SQLite or PostgreSQL, given as
+``catalog=``, percent-encoded) holds the file references: which segment, offset and length
+hold which key group at which version.
+
+A segment's life:
+
+1. its path is recorded in the catalog (so no file can exist that the catalog does not
+   know of);
+2. it is written under ``<path>.tmp`` and renamed to ``<path>`` (readers never see a
+   partial file);
+3. one catalog transaction records its blocks as pending writes; the checkpoint commit
+   makes them visible.
+
+Garbage collection has two phases (so a reader that planned a restore before a reference
+disappeared can still finish): files that no write references are *stamped* with the
+time; a later pass deletes files stamped longer ago than a grace period. A referenced file
+is never deleted; an unreferenced one is deleted after at most two passes.
+
+Block format: ``u32 length | u64 xxh64 of the compressed payload | zstd(payload)``, where
+the payload is msgpack ``[table names, deleted table indexes, row table indexes, key
+lengths, keys, value lengths (-1 = delete), values]``: columns compress far better than
+rows. The file starts with ``OSSEG1\\n`` and ends with a msgpack index of its blocks, the
+index's offset (u64) and ``OSEND1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlparse, urlunparse
+
+import msgpack
+
+from objectspace.errors import CorruptStateError, StorageError
+from objectspace.storage.base import DELETED, TableChanges
+from objectspace.storage.sql import SQLBackend
+from objectspace.storage.versioned import (
+    Backend,
+    CheckpointInfo,
+    OperatorInfo,
+    PendingPart,
+    RetentionStats,
+    WriteInfo,
+    materialize,
+)
+
+try:
+    import fsspec
+    import xxhash
+    import zstandard
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "segment storage needs fsspec and zstandard: pip install 'objectspace[segments]'"
+    ) from exc
+
+__all__ = ["GCStats", "SegmentBackend", "decode_block", "encode_block"]
+
+MAGIC = b"OSSEG1\n"
+END_MAGIC = b"OSEND1"
+_BLOCK_HEADER = struct.Struct("<IQ")
+_FOOTER = struct.Struct("<Q")
+
+_Rows = list[tuple[str, bytes, bytes | None]]
+
+
+def encode_block(
+    changes: Mapping[str, TableChanges], full: bool, level: int = 3
+) -> tuple[bytes, int]:
+    """One key group's edits as a block; returns the block and its number of rows."""
+    names: list[str] = []
+    truncated: list[int] = []
+    tables: list[int] = []
+    key_lens: list[int] = []
+    keys: list[bytes] = []
+    value_lens: list[int] = []
+    values: list[bytes] = []
+    for index, (name, change) in enumerate(changes.items()):
+        names.append(name)
+        if change.truncated and not full:
+            truncated.append(index)
+        for key, value in change.rows.items():
+            if value is DELETED:
+                if full:
+                    continue
+                value_lens.append(-1)
+            else:
+                value_lens.append(len(value))  # type: ignore[arg-type]
+                values.append(value)  # type: ignore[arg-type]
+            tables.append(index)
+            key_lens.append(len(key))
+            keys.append(key)
+    payload = msgpack.packb(
+        [names, truncated, tables, key_lens, b"".join(keys), value_lens, b"".join(values)],
+        use_bin_type=True,
+    )
+    compressed = zstandard.ZstdCompressor(level=level).compress(payload)
+    header = _BLOCK_HEADER.pack(len(compressed), xxhash.xxh64_intdigest(compressed))
+    return header + compressed, len(tables) + len(truncated)
+
+
+def decode_block(block: bytes, where: str) -> tuple[dict[str, bool], _Rows]:
+    """A block's deleted tables and rows; :class:`CorruptStateError` naming ``where``."""
+    if len(block) < _BLOCK_HEADER.size:
+        raise CorruptStateError(f"segment {where} is truncated: a block of {len(block)} bytes")
+    length, digest = _BLOCK_HEADER.unpack_from(block)
+    compressed = block[_BLOCK_HEADER.size :]
+    if len(compressed) != length:
+        raise CorruptStateError(
+            f"segment {where} is truncated: block holds {len(compressed)} of {length} bytes"
+        )
+    if xxhash.xxh64_intdigest(compressed) != digest:
+        raise CorruptStateError(f"segment {where} is corrupt: block checksum mismatch")
+    try:
+        payload = zstandard.ZstdDecompressor().decompress(compressed)
+        names, truncated, tables, key_lens, keys, value_lens, values = msgpack.unpackb(
+            payload, raw=False
+        )
+    except Exception as exc:
+        raise CorruptStateError(f"segment {where} is corrupt: {exc}") from exc
+    rows: _Rows = []
+    kpos = vpos = 0
+    for table, klen, vlen in zip(tables, key_lens, value_lens, strict=True):
+        key = keys[kpos : kpos + klen]
+        kpos += klen
+        if vlen < 0:
+            rows.append((names[table], key, None))
+        else:
+            rows.append((names[table], key, values[vpos : vpos + vlen]))
+            vpos += vlen
+    return {names[i]: True for i in truncated}, rows
+
+
+@dataclass
+class GCStats:
+    """What one garbage-collection pass did (or, dry run, would do)."""
+
+    stamped: int = 0
+    deleted: list[str] = field(default_factory=list)
+    bytes_deleted: int = 0
+    referenced: int = 0
+    dry_run: bool = False
+
+
+class SegmentBackend(Backend):
+    """Segment files on an fsspec filesystem with a SQL catalog (see the module docstring).
+
+    ``storage_options`` go to fsspec (e.g. ``endpoint_url`` for S3); in the URL, every
+    query option other than ``catalog`` and ``level`` (zstd level, default 3) is one.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        catalog: SQLBackend,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        level: int = 3,
+    ) -> None:
+        self.root = root.rstrip("/")
+        self.catalog = catalog
+        self.storage_options = dict(storage_options or {})
+        self.level = level
+        options = dict(self.storage_options)
+        options["catalog"] = catalog.url
+        if level != 3:
+            options["level"] = str(level)
+        parsed = urlparse(self.root)
+        self.url = urlunparse(parsed._replace(query=urlencode(options)))
+        self._fs: Any = None
+        self._base = ""
+        self.bytes_written = 0
+        self.files_written = 0
+
+    @classmethod
+    def from_url(cls, url: str, open_catalog: Any) -> SegmentBackend:
+        parsed = urlparse(url)
+        options = dict(parse_qsl(parsed.query))
+        catalog_url = options.pop("catalog", None)
+        if not catalog_url:
+            raise StorageError(
+                f"segment storage {url!r} needs a catalog: add ?catalog=<sqlite or postgresql "
+                "URL, percent-encoded>"
+            )
+        catalog = open_catalog(catalog_url)
+        if not isinstance(catalog, SQLBackend):
+            raise StorageError(f"the catalog of {url!r} must be a SQLite or PostgreSQL URL")
+        level = int(options.pop("level", 3))
+        root = urlunparse(parsed._replace(query=""))
+        return cls(root, catalog, storage_options=options, level=level)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "catalog": self.catalog,
+            "storage_options": self.storage_options,
+            "level": self.level,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["root"],
+            state["catalog"],
+            storage_options=state["storage_options"],
+            level=state["level"],
+        )
+
+    def __repr__(self) -> str:
+        return f"SegmentBackend({self.root!r}, catalog={self.catalog!r})"
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem, opened on first use."""
+        if self._fs is None:
+            try:
+                fs, base = fsspec.url_to_fs(self.root, **self.storage_options)
+            except (ImportError, ValueError) as exc:
+                raise StorageError(f"cannot open filesystem {self.root!r}: {exc}") from exc
+            self._fs, self._base = fs, base.rstrip("/")
+        return self._fs
+
+    @property
+    def fault_hook(self) -> Any:
+        return self.catalog.fault_hook
+
+    @fault_hook.setter
+    def fault_hook(self, hook: Any) -> None:
+        self.catalog.fault_hook = hook
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    # -- delegated catalog operations -------------------------------------------------------
+
+    def ensure_operator(
+        self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
+    ) -> OperatorInfo:
+        return self.catalog.ensure_operator(job, operator, max_key_groups, schema_version)
+
+    def operator_info(self, job: str, operator: str) -> OperatorInfo | None:
+        return self.catalog.operator_info(job, operator)
+
+    def jobs(self) -> list[str]:
+        return self.catalog.jobs()
+
+    def operators(self, job: str) -> list[OperatorInfo]:
+        return self.catalog.operators(job)
+
+    def commit(
+        self,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        write_ids: Sequence[int],
+        parallelism: Mapping[str, int],
+    ) -> bool:
+        return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism)
+
+    def last_checkpoint(self, job: str) -> int | None:
+        return self.catalog.last_checkpoint(job)
+
+    def checkpoints(self, job: str) -> list[CheckpointInfo]:
+        return self.catalog.checkpoints(job)
+
+    def chains(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        return self.catalog.chains(job, operator, key_groups, as_of)
+
+    def retain(self, job: str, keep_last: int) -> RetentionStats:
+        return self.catalog.retain(job, keep_last)
+
+    # -- segments ---------------------------------------------------------------------------
+
+    def _path(self, job: str, operator: str, version: int, attempt: str) -> str:
+        # User names become one path component each, percent-encoded: never a traversal.
+        self.fs  # noqa: B018 - opens the filesystem, which sets self._base
+        return "/".join(
+            (
+                self._base,
+                quote(job, safe=""),
+                quote(operator, safe=""),
+                f"{version:012d}-{attempt}-{uuid.uuid4().hex[:8]}.seg",
+            )
+        )
+
+    def write_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[WriteInfo]:
+        if not parts:
+            return []
+        path = self._path(job, operator, version, attempt)
+        self.catalog.reserve_segment(path)
+        blocks = []
+        counts = []
+        for part in parts:
+            block, rows = encode_block(part.changes, part.full, self.level)
+            blocks.append(block)
+            counts.append(rows)
+        size, offsets = self._publish(path, blocks)
+        entries = [
+            (part.key_group, part.full, length, rows, offset, length)
+            for part, rows, (offset, length) in zip(parts, counts, offsets, strict=True)
+        ]
+        return self.catalog.register_segment(job, operator, version, attempt, path, size, entries)
+
+    def _publish(self, path: str, blocks: Sequence[bytes]) -> tuple[int, list[tuple[int, int]]]:
+        """Write ``blocks`` as the segment ``path`` (via a temporary name); return its size
+        and each block's (offset, length)."""
+        offsets = []
+        offset = len(MAGIC)
+        for block in blocks:
+            offsets.append((offset, len(block)))
+            offset += len(block)
+        index = msgpack.packb(offsets)
+        data = b"".join((MAGIC, *blocks, index, _FOOTER.pack(offset), END_MAGIC))
+        tmp = path + ".tmp"
+        fs = self.fs
+        try:
+            fs.makedirs(os.path.dirname(path), exist_ok=True)
+            fs.pipe_file(tmp, data)
+            fs.mv(tmp, path)
+        except Exception as exc:
+            raise StorageError(f"cannot write segment {path!r}: {exc}") from exc
+        self.bytes_written += len(data)
+        self.files_written += 1
+        return len(data), offsets
+
+    def write_compacted(
+        self,
+        job: str,
+        operator: str,
+        key_group: int,
+        version: int,
+        tables: Mapping[str, Mapping[bytes, bytes]],
+    ) -> WriteInfo:
+        changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
+        block, rows = encode_block(changes, True, self.level)
+        path = self._path(job, operator, version, "compaction")
+        self.catalog.reserve_segment(path)
+        size, [(offset, length)] = self._publish(path, [block])
+        [info] = self.catalog.register_segment(
+            job,
+            operator,
+            version,
+            "compaction",
+            path,
+            size,
+            [(key_group, True, length, rows, offset, length)],
+            committed=True,
+        )
+        return info
+
+    def read(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, dict[bytes, bytes]]:
+        fs = self.fs
+        parts: list[tuple[dict[str, bool], _Rows]] = []
+        in_catalog = [w for w in writes if w.segment is None]
+        from_catalog = iter(self.catalog.read_parts(in_catalog)) if in_catalog else iter(())
+        for info in writes:
+            if info.segment is None:
+                parts.append(next(from_catalog))
+                continue
+            try:
+                block = fs.cat_file(info.segment, start=info.offset, end=info.offset + info.length)
+            except FileNotFoundError as exc:
+                raise CorruptStateError(
+                    f"segment {info.segment!r} is missing (key group {info.key_group}, "
+                    f"version {info.version})"
+                ) from exc
+            parts.append(decode_block(block, repr(info.segment)))
+        return materialize(parts)
+
+    def gc(
+        self, grace_seconds: float = 600.0, *, dry_run: bool = False, now: float | None = None
+    ) -> GCStats:
+        """One garbage-collection pass: stamp newly unreferenced segments, then delete those
+        stamped more than ``grace_seconds`` ago. ``dry_run`` changes nothing."""
+        when = time.time() if now is None else now
+        stats = GCStats(dry_run=dry_run)
+        known = self.catalog.segments()
+        if dry_run:
+            referenced = self.catalog.referenced_segments()
+            stats.stamped = sum(1 for p, _, s in known if s is None and p not in referenced)
+            stats.deleted = self.catalog.collectable_segments(grace_seconds, when)
+        else:
+            stats.stamped = self.catalog.stamp_unreferenced(when)
+            fs = self.fs
+            for path in self.catalog.collectable_segments(grace_seconds, when):
+                # Forget first: if a reference appeared meanwhile, the file stays.
+                if not self.catalog.forget_segment(path):
+                    continue
+                for name in (path, path + ".tmp"):
+                    with contextlib.suppress(FileNotFoundError):
+                        fs.rm_file(name)
+                stats.deleted.append(path)
+        sizes = {p: b for p, b, _ in known}
+        stats.bytes_deleted = sum(sizes.get(p, 0) for p in stats.deleted)
+        stats.referenced = len(self.catalog.referenced_segments())
+        return stats
