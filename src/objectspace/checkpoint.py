@@ -42,6 +42,7 @@ from objectspace.storage.versioned import (
 )
 
 __all__ = [
+    "EMPTY",
     "CompactionPolicy",
     "CompactionStats",
     "Instance",
@@ -55,6 +56,10 @@ __all__ = [
 ]
 
 
+EMPTY = -1
+"""As a checkpoint to restore from: before the first checkpoint (no state)."""
+
+
 def open_backend(url: str) -> Backend:
     """The checkpoint storage backend for ``url``.
 
@@ -63,7 +68,11 @@ def open_backend(url: str) -> Backend:
     """
     if not isinstance(url, str):
         raise TypeError(f"a storage URL is a str, not {type(url).__name__}")
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 - validates host and port
+    except ValueError as exc:
+        raise StorageError(f"cannot open storage {url!r}: malformed URL ({exc})") from exc
     scheme = parsed.scheme.lower()
     if scheme == "memory":
         from objectspace.storage.sqlite_backend import SQLiteBackend
@@ -411,7 +420,7 @@ class Operator:
 
     def instance(self, index: int, parallelism: int, checkpoint: int | None = None) -> Instance:
         """Instance ``index`` of ``parallelism``, restoring lazily as of ``checkpoint``
-        (default: the last committed one)."""
+        (default: the last committed one; :data:`EMPTY`: no state at all)."""
         return Instance(self, index, parallelism, checkpoint)
 
     def __repr__(self) -> str:
@@ -435,6 +444,8 @@ class Instance:
         job = operator.job
         if checkpoint is None:
             self.base = job.last_checkpoint()
+        elif checkpoint == EMPTY:
+            self.base = None
         else:
             _check_checkpoint_id(checkpoint)
             if checkpoint not in job.checkpoints():
@@ -457,6 +468,11 @@ class Instance:
         )
 
     def _check(self, key_group: int) -> None:
+        if not isinstance(key_group, int) or isinstance(key_group, bool):
+            raise TypeError(
+                f"a key group is an int, not {type(key_group).__name__} "
+                f"({key_group!r}); use space_for_key(key) for keys"
+            )
         if key_group not in self.key_groups:
             raise CheckpointError(
                 f"key group {key_group} is not owned by instance {self.index} of "
@@ -498,9 +514,9 @@ class Instance:
     def _load(self, key_groups: range) -> None:
         op = self.operator
         backend = op.job.backend
-        chains = (
-            {} if self.base is None else backend.chains(op.job.name, op.name, key_groups, self.base)
-        )
+        base = self.base
+        chains = {} if base is None else backend.chains(op.job.name, op.name, key_groups, base)
+        loaded: dict[int, tuple[ObjectSpace, _Chain]] = {}
         for key_group in key_groups:
             if key_group in self._spaces:
                 continue
@@ -511,8 +527,18 @@ class Instance:
                 space = ObjectSpace.load(DictReader(tables), op.serializer)
             else:
                 space = ObjectSpace(op.serializer)
+            loaded[key_group] = (space, _Chain.of(writes))
+        # Retention never drops a write that a retained checkpoint needs, and never
+        # re-adds a dropped checkpoint: if the base is retained now, what was read is whole.
+        if base is not None and base not in op.job.checkpoints():
+            raise CheckpointError(
+                f"checkpoint {base} of job {op.job.name!r} was dropped by retention before "
+                f"instance {self.index} of {self.parallelism} restored key groups "
+                f"{key_groups.start}..{key_groups.stop - 1}; restore from a retained checkpoint"
+            )
+        for key_group, (space, chain) in loaded.items():
             self._spaces[key_group] = space
-            self._chains[key_group] = _Chain.of(writes)
+            self._chains[key_group] = chain
 
     def save(self, checkpoint_id: int) -> Receipt:
         """Write the edits of every loaded key group as pending version ``checkpoint_id``.

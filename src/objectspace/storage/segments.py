@@ -266,6 +266,9 @@ class SegmentBackend(Backend):
     ) -> bool:
         return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism)
 
+    def writes_committed(self, write_ids: Sequence[int]) -> bool:
+        return self.catalog.writes_committed(write_ids)
+
     def last_checkpoint(self, job: str) -> int | None:
         return self.catalog.last_checkpoint(job)
 

@@ -160,6 +160,8 @@ class SQLBackend(Backend):
     def ensure_operator(
         self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
     ) -> OperatorInfo:
+        version = 1 if schema_version is None else schema_version
+
         def work(tx: Tx) -> OperatorInfo:
             row = self._operator_row(tx, job, operator)
             if row is None:
@@ -174,9 +176,9 @@ class SQLBackend(Backend):
                 tx.execute(
                     "INSERT INTO ckpt_operators (job, name, max_key_groups, schema_version) "
                     "VALUES (?, ?, ?, ?)",
-                    (self._job_id(tx, job), operator, max_key_groups, schema_version or 1),
+                    (self._job_id(tx, job), operator, max_key_groups, version),
                 )
-                return OperatorInfo(job, operator, max_key_groups, None, schema_version or 1)
+                return OperatorInfo(job, operator, max_key_groups, None, version)
             op_id, stored_max, parallelism, stored_schema = row
             if max_key_groups is not None and max_key_groups != stored_max:
                 raise CheckpointError(
@@ -718,6 +720,23 @@ class SQLBackend(Backend):
                 ),
             )
         )
+
+    def writes_committed(self, write_ids: Sequence[int]) -> bool:
+        """Whether every one of ``write_ids`` exists and is committed."""
+        ids = sorted(set(write_ids))
+
+        def work(tx: Tx) -> bool:
+            for chunk in _chunks(ids):
+                row = tx.one(
+                    f"SELECT COUNT(*) FROM ckpt_writes WHERE committed = 1 AND id IN "
+                    f"({_marks(len(chunk))})",
+                    list(chunk),
+                )
+                if row is None or int(row[0]) != len(chunk):
+                    return False
+            return True
+
+        return self._run("checking writes", work, write=False)
 
     def referenced_segments(self) -> set[str]:
         """Paths of segments that at least one write references."""

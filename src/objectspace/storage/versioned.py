@@ -158,6 +158,10 @@ class Backend(ABC):
         operator, the parallelism the checkpoint ran with.
         """
 
+    @abstractmethod
+    def writes_committed(self, write_ids: Sequence[int]) -> bool:
+        """Whether every one of ``write_ids`` exists and is committed."""
+
     # -- reading ----------------------------------------------------------------------------
 
     @abstractmethod

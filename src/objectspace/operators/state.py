@@ -1,0 +1,133 @@
+"""The state one key sees: a namespace of persisted objects in its key group's space.
+
+A stateful function ``fn(key, rows, state)`` gets a :class:`KeyState` whose objects are
+created on first use and live in the object space of the key's key group, under ids
+``<key>/<name>``, so every key's state is checkpointed by what changed, slot by slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from objectspace.collections import (
+    PersistedArray,
+    PersistedDict,
+    PersistedLinkedList,
+    PersistedList,
+    PersistedObject,
+    PersistedQueue,
+    PersistedSet,
+    PersistedSortedDict,
+    PersistedSortedSet,
+    PersistedStack,
+    PersistedValue,
+)
+from objectspace.space import ObjectSpace
+
+__all__ = ["KeyState", "key_prefix"]
+
+_T = TypeVar("_T", bound=PersistedObject)
+
+
+def _escape(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a state name is a non-empty str, not {name!r}")
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+def key_prefix(key: Any) -> str:
+    """The id prefix of a key's objects: its ``repr``, escaped, and a slash.
+
+    ``repr`` tells ``1`` from ``"1"`` and ``(1, "a")`` from ``"(1, 'a')"``, so distinct keys
+    of the types Spark hands to Python never share a namespace.
+    """
+    return _escape(repr(key)) + "/"
+
+
+class KeyState:
+    """Persisted objects of one key (or of one operator's namespace within it)."""
+
+    __slots__ = ("_prefix", "_space")
+
+    def __init__(self, space: ObjectSpace, prefix: str) -> None:
+        self._space = space
+        self._prefix = prefix
+
+    @classmethod
+    def for_key(cls, space: ObjectSpace, key: Any) -> KeyState:
+        return cls(space, key_prefix(key))
+
+    @property
+    def space(self) -> ObjectSpace:
+        """The key group's object space that holds this state."""
+        return self._space
+
+    def namespace(self, name: str) -> KeyState:
+        """A nested namespace (used by ``operators.chain`` to keep operators apart)."""
+        return KeyState(self._space, f"{self._prefix}{_escape(name)}/")
+
+    def _id(self, name: str) -> str:
+        return self._prefix + _escape(name)
+
+    def _get(self, name: str, cls: type[_T], create: Any) -> _T:
+        object_id = self._prefix + _escape(name)
+        space = self._space
+        if object_id in space:
+            obj = space.get(object_id)
+            if type(obj) is not cls:
+                return space._get(object_id, cls)  # raises WrongKindError
+            return obj
+        return create(object_id)  # type: ignore[no-any-return]
+
+    def value(self, name: str, default: Any = None) -> PersistedValue:
+        """A persisted single value, created holding ``default``."""
+        return self._get(name, PersistedValue, lambda i: self._space.create_value(i, default))
+
+    def array(self, name: str, length: int, fill: Any = None) -> PersistedArray:
+        """A fixed-length array, created with every slot ``fill``."""
+        return self._get(name, PersistedArray, lambda i: self._space.create_array(i, length, fill))
+
+    def list(self, name: str) -> PersistedList:
+        return self._get(name, PersistedList, self._space.create_list)
+
+    def queue(self, name: str) -> PersistedQueue:
+        return self._get(name, PersistedQueue, self._space.create_queue)
+
+    def stack(self, name: str) -> PersistedStack:
+        return self._get(name, PersistedStack, self._space.create_stack)
+
+    def linked_list(self, name: str) -> PersistedLinkedList:
+        return self._get(name, PersistedLinkedList, self._space.create_linked_list)
+
+    def set(self, name: str) -> PersistedSet:
+        return self._get(name, PersistedSet, self._space.create_set)
+
+    def sorted_set(self, name: str) -> PersistedSortedSet:
+        return self._get(name, PersistedSortedSet, self._space.create_sorted_set)
+
+    def dict(self, name: str) -> PersistedDict:
+        return self._get(name, PersistedDict, self._space.create_dict)
+
+    def sorted_dict(self, name: str) -> PersistedSortedDict:
+        return self._get(name, PersistedSortedDict, self._space.create_sorted_dict)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(name) and self._id(name) in self._space
+
+    def delete(self, name: str) -> None:
+        """Delete one object (``KeyError`` if it does not exist)."""
+        self._space.delete(self._id(name))
+
+    def ids(self) -> Iterator[str]:
+        """Ids of every object of this namespace, nested ones included. O(objects in space)."""
+        prefix = self._prefix
+        return (i for i in self._space if i.startswith(prefix))
+
+    def clear(self) -> None:
+        """Delete every object of this namespace (nested namespaces too)."""
+        for object_id in list(self.ids()):
+            self._space.delete(object_id)
+
+    def __repr__(self) -> str:
+        return f"<KeyState {self._prefix!r}>"
