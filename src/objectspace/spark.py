@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["BatchStats", "StatefulRunner", "TaskStats"]
+__all__ = ["BatchStats", "StatefulRunner", "TaskStats", "local_session"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,32 @@ _RECEIPT = "__os_receipt"
 
 # Instances kept by a Python worker between batches: (url, job, operator, index, p) → Instance.
 _CACHE: dict[tuple[str, str, str, int, int], Instance] = {}
+
+
+def local_session(master: str = "local[2]", app_name: str = "objectspace", **conf: str) -> Any:
+    """A SparkSession for local runs and tests, whose Python workers use this interpreter
+    (so they import the same objectspace), with small shuffles and no UI."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.pyspark.python", sys.executable)
+    )
+    for name, value in conf.items():
+        builder = builder.config(name.replace("__", "."), value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 @dataclass
@@ -405,7 +431,8 @@ class StatefulRunner:
         )
         if self._persisted is not None:
             self._persisted.unpersist()
-        result = routed.groupBy(_INSTANCE).applyInArrow(task, struct)
+        # A plain lambda: PySpark inspects type hints of the function it is given.
+        result = routed.groupBy(_INSTANCE).applyInArrow(lambda g, t: task(g, t), struct)
         result = result.persist(StorageLevel.MEMORY_AND_DISK)
         self._persisted = result
         tasks_started = time.perf_counter()
