@@ -9,10 +9,14 @@ __all__ = ["main"]
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from objectspace.demo import run_demo
+    if args.core:
+        from objectspace.demo import run_demo
 
-    run_demo()
-    return 0
+        run_demo()
+        return 0
+    from objectspace.spark_demo import run_spark_demo
+
+    return run_spark_demo(batches=args.batches)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the end-to-end example")
+    demo = sub.add_parser(
+        "demo", help="run the streaming demo on local Spark (or --core: without Spark)"
+    )
+    demo.add_argument("--core", action="store_true", help="the object-space example, no Spark")
+    demo.add_argument("--batches", type=int, default=24, help="micro-batches (default 24)")
     demo.set_defaults(func=_demo)
     return parser
 

@@ -285,6 +285,8 @@ class _Aggregate(_Operator):
             seen = 0
             for row in rows:
                 v = _field(self, row, column)
+                if v is None:
+                    raise ValueError(f"{self!r}: {column} is None (null) in row {row!r}")
                 seen += 1
                 if best is None or (v < best if is_min else v > best):
                     best = v
@@ -310,8 +312,8 @@ def scan(agg: str, value: str = "v", out: str | None = None) -> KeyedOperator:
     ``agg`` is one of ``"sum"``, ``"count"`` (counts rows; ``value`` is not read), ``"mean"``
     (``sum / count`` as a float), ``"min"``, ``"max"`` (the first of equal extremes wins);
     ``out`` defaults to ``agg``. Values are added and compared as they are, so they must be
-    numbers (``min``/``max``: any mutually comparable values); a missing column raises
-    ``KeyError``.
+    numbers (``min``/``max``: any mutually comparable values, not ``None``); a missing
+    column raises ``KeyError``.
 
     State, one value object per piece: ``"sum"`` (sum, mean), ``"count"`` (count, mean),
     ``"min"`` or ``"max"`` (``None`` until the first row). Cost: O(1) per row; writes: at
@@ -509,7 +511,7 @@ class _DistinctUntilChanged(_Operator):
                 previous = v
                 has = True
         if out:
-            last.value = [previous]
+            last.value = [dict(previous) if by is None else previous]
         return out
 
 
