@@ -40,7 +40,9 @@ def key_prefix(key: Any) -> str:
     """The id prefix of a key's objects: its ``repr``, escaped, and a slash.
 
     ``repr`` tells ``1`` from ``"1"`` and ``(1, "a")`` from ``"(1, 'a')"``, so distinct keys
-    of the types Spark hands to Python never share a namespace.
+    of the types Spark hands to Python never share a namespace. Keys must be plain Python
+    values (``int``, ``str``, ``bytes``, tuples of them), as Arrow's ``to_pylist`` gives:
+    a NumPy ``int64(5)`` would name another namespace than ``5``.
     """
     return _escape(repr(key)) + "/"
 
