@@ -626,15 +626,17 @@ class SQLBackend(Backend):
                 (job_id, oldest),
             ).rowcount
             # Per key group, the chain of the oldest retained checkpoint starts at its newest
-            # full write at or before it; every older write is unreachable.
+            # full write at or before it; every write before that one, in (version, id)
+            # order, is unreachable (a compacted write follows the write of its version).
             doomed = [
                 wid
                 for (wid,) in tx.all(
                     "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
-                    "WHERE o.job = ? AND w.committed = 1 AND w.version < ("
-                    "  SELECT MAX(f.version) FROM ckpt_writes f WHERE f.op = w.op "
+                    "WHERE o.job = ? AND w.committed = 1 AND EXISTS ("
+                    "  SELECT 1 FROM ckpt_writes f WHERE f.op = w.op "
                     "  AND f.key_group = w.key_group AND f.committed = 1 AND f.is_full = 1 "
-                    "  AND f.version <= ?)",
+                    "  AND f.version <= ? AND (f.version > w.version "
+                    "  OR (f.version = w.version AND f.id > w.id)))",
                     (job_id, oldest),
                 )
             ]
