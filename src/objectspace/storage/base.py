@@ -146,7 +146,15 @@ class StateWriter(ABC):
         changes.rows.clear()
 
     def merge(self, changes: Mapping[str, TableChanges]) -> None:
-        """Apply already-normalised edits, as if each table's were made in order. O(rows)."""
+        """Apply already-normalised edits, as if each table's were made in order. O(rows).
+
+        The writer may keep the given :class:`TableChanges` objects: the caller hands them
+        over and must not change them afterwards.
+        """
+        if not self.changes:
+            self._check_open()
+            self.changes = dict(changes)
+            return
         for name, change in changes.items():
             table = self._table(name)
             if change.truncated:

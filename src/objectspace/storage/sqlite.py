@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from itertools import repeat
 from typing import Any
 
 from objectspace.errors import StorageError
@@ -149,8 +150,9 @@ class _SQLiteWriter(StateWriter):
         self._store = store
 
     def _apply(self) -> WriteStats:
-        stats = self.count()
+        stats = WriteStats()
         store = self._store
+        full = self.kind is CheckpointKind.FULL
         with store._lock:
             conn = store.connection
             ids = dict(store._table_ids)
@@ -160,28 +162,39 @@ class _SQLiteWriter(StateWriter):
             truncates: list[tuple[int]] = []
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                if self.kind is CheckpointKind.FULL:
+                if full:
                     conn.execute("DELETE FROM space_rows")
+                new_names = [name for name in self.changes if name not in ids]
+                for name in new_names:
+                    cursor = conn.execute("INSERT INTO space_tables (name) VALUES (?)", (name,))
+                    ids[name] = int(cursor.lastrowid or 0)
+                    written += len(name.encode("utf-8")) + ROW_OVERHEAD
                 for name, change in self.changes.items():
-                    tid = ids.get(name)
-                    if tid is None:
-                        cursor = conn.execute("INSERT INTO space_tables (name) VALUES (?)", (name,))
-                        tid = ids[name] = int(cursor.lastrowid or 0)
-                        written += len(name.encode("utf-8")) + ROW_OVERHEAD
-                    if change.truncated and self.kind is not CheckpointKind.FULL:
-                        truncates.append((tid,))
-                    for key, value in change.rows.items():
-                        if value is DELETED:
-                            if self.kind is not CheckpointKind.FULL:
-                                deletes.append((tid, key))
-                        else:
-                            puts.append((tid, key, value))  # type: ignore[arg-type]
-                            written += len(key) + len(value) + ROW_OVERHEAD  # type: ignore[arg-type]
+                    tid = ids[name]
+                    if change.truncated:
+                        stats.tables_deleted += 1
+                        if not full:
+                            truncates.append((tid,))
+                    rows = change.rows
+                    if DELETED in rows.values():
+                        for key, value in rows.items():
+                            if value is DELETED:
+                                stats.items_deleted += 1
+                                if not full:
+                                    deletes.append((tid, key))
+                            else:
+                                puts.append((tid, key, value))  # type: ignore[arg-type]
+                    else:
+                        puts.extend(zip(repeat(tid), rows.keys(), rows.values(), strict=False))
+                stats.items_written = len(puts)
+                written += sum(len(key) + len(value) for _, key, value in puts)
+                written += ROW_OVERHEAD * len(puts)
                 if truncates:
                     conn.executemany("DELETE FROM space_rows WHERE tbl = ?", truncates)
                 if deletes:
                     conn.executemany("DELETE FROM space_rows WHERE tbl = ? AND key = ?", deletes)
                 if puts:
+                    puts.sort()  # in primary-key order: SQLite appends to its B-tree pages
                     conn.executemany("INSERT OR REPLACE INTO space_rows VALUES (?, ?, ?)", puts)
                 conn.execute("COMMIT")
             except BaseException as exc:
