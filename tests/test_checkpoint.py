@@ -640,7 +640,7 @@ def test_compaction_bounds_restore_and_write_amplification(
     storage: osp.Storage, restart_at: int | None
 ) -> None:
     ratio = 3.0
-    policy = CompactionPolicy(max_chain_ratio=ratio, max_chain_length=64)
+    policy = CompactionPolicy(max_chain_ratio=ratio, max_chain_length=64, min_chain_bytes=0)
 
     def check(c: int, chains: dict[int, list[Any]]) -> None:
         for g, chain in chains.items():
@@ -1035,3 +1035,22 @@ def test_restoring_an_unknown_checkpoint_raises(storage: osp.Storage) -> None:
     with pytest.raises(osp.CheckpointError, match="not restorable"):
         op.instance(0, 1, checkpoint=1)
     assert get_value(op, "k", checkpoint=2) == 1
+
+
+def test_compaction_floor_spares_small_chains(storage: osp.Storage) -> None:
+    """Below min_chain_bytes a chain is not rewritten however it compares to its full write."""
+    job = storage.job("j")
+    policy = CompactionPolicy(max_chain_ratio=1.0, min_chain_bytes=10_000)
+    op = job.operator("o", max_key_groups=4, compaction=policy)
+    inst = op.instance(0, 1)
+    values = inst.space(0).create_list("l")
+    fulls = []
+    for c in range(1, 40):
+        values.append(float(c))
+        job.commit(c, [inst.save(c)])
+        inst.on_saved()
+        fulls.append(inst.last_save.full)
+    chain = storage.backend.chains(job.name, op.name, range(1), 39)[0]
+    diff_bytes = sum(w.bytes for w in chain[1:])
+    assert fulls[0] == 1 and sum(fulls) == 1  # only the first write was full
+    assert diff_bytes < 10_000 and diff_bytes > chain[0].bytes  # ratio alone would compact

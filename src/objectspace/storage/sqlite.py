@@ -185,7 +185,7 @@ class _SQLiteWriter(StateWriter):
                             else:
                                 puts.append((tid, key, value))  # type: ignore[arg-type]
                     else:
-                        puts.extend(zip(repeat(tid), rows.keys(), rows.values(), strict=False))
+                        puts.extend(zip(repeat(tid), rows.keys(), rows.values(), strict=False))  # type: ignore[arg-type]
                 stats.items_written = len(puts)
                 written += sum(len(key) + len(value) for _, key, value in puts)
                 written += ROW_OVERHEAD * len(puts)
