@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck bench install install-dev clean
+.PHONY: demo test lint typecheck bench install install-dev postgres-binaries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,14 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-test: $(DEV_STAMP) lint typecheck
+# The tests start a throwaway PostgreSQL server from the machine's own binaries.
+postgres-binaries:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then \
+		echo "installing the PostgreSQL server binaries (apt-get install postgresql)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	fi
+
+test: $(DEV_STAMP) postgres-binaries lint typecheck
 	$(BIN)/python -m pytest -q
 
 bench: $(DEV_STAMP)
