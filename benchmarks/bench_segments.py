@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     results = {}
     for max_kg in (16, 128):
         runs = []
-        for r in range(repeats):
+        for _ in range(repeats):
             with temp_dir() as tmp:
                 runs.append(run(os.path.join(tmp), max_kg, keys, checkpoints))
         result = runs[0] | {"seconds": median([x["seconds"] for x in runs])}
