@@ -54,6 +54,7 @@ from objectspace.storage.versioned import (
     PendingPart,
     RetentionStats,
     WriteInfo,
+    WriteSummary,
     materialize,
 )
 
@@ -360,6 +361,9 @@ class SegmentBackend(Backend):
 
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
         return self.catalog.writes_committed(write_ids)
+
+    def write_summary(self, job: str) -> list[WriteSummary]:
+        return self.catalog.write_summary(job)
 
     def last_checkpoint(self, job: str) -> int | None:
         return self.catalog.last_checkpoint(job)

@@ -26,6 +26,7 @@ from objectspace.storage.versioned import (
     PendingPart,
     RetentionStats,
     WriteInfo,
+    WriteSummary,
     materialize,
 )
 
@@ -722,6 +723,24 @@ class SQLBackend(Backend):
                 ),
             )
         )
+
+    def write_summary(self, job: str) -> list[WriteSummary]:
+        rows = self._run(
+            "summarising writes",
+            lambda tx: tx.all(
+                "SELECT o.name, w.version, w.committed, w.is_full, COUNT(*), SUM(w.bytes), "
+                "SUM(w.rows) FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+                "JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? "
+                "GROUP BY o.name, w.version, w.committed, w.is_full "
+                "ORDER BY w.version, o.name, w.committed, w.is_full",
+                (job,),
+            ),
+            write=False,
+        )
+        return [
+            WriteSummary(name, int(v), bool(c), bool(f), int(n), int(b), int(r))
+            for name, v, c, f, n, b, r in rows
+        ]
 
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
         """Whether every one of ``write_ids`` exists and is committed."""

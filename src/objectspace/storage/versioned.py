@@ -31,6 +31,7 @@ __all__ = [
     "PendingPart",
     "RetentionStats",
     "WriteInfo",
+    "WriteSummary",
     "materialize",
 ]
 
@@ -79,6 +80,19 @@ class PendingPart:
     key_group: int
     full: bool
     changes: Mapping[str, TableChanges]
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """Writes of one operator at one version, grouped by committed and full."""
+
+    operator: str
+    version: int
+    committed: bool
+    full: bool
+    writes: int
+    bytes: int
+    rows: int
 
 
 @dataclass
@@ -157,6 +171,11 @@ class Backend(ABC):
         belongs to another job or has another version. ``parallelism`` records, per
         operator, the parallelism the checkpoint ran with.
         """
+
+    @abstractmethod
+    def write_summary(self, job: str) -> list[WriteSummary]:
+        """Every stored write of ``job`` (pending ones too), grouped by operator, version,
+        committed and full; ordered by version then operator."""
 
     @abstractmethod
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
