@@ -9,7 +9,8 @@
 * Rows are loaded with ``COPY``; every user-given name is a query parameter, never SQL.
 
 URL options (query string): ``pool_max`` (default 4), ``pool_idle`` seconds (default 30),
-``max_retries`` (default 30), ``schema`` (default ``public``).
+``max_retries`` (default 30), ``connect_timeout`` seconds (default 10), ``schema`` (default
+``public``); any other option goes to libpq.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ class PostgresBackend(SQLBackend):
             self.pool_max = int(options.pop("pool_max", 4))
             self.pool_idle = float(options.pop("pool_idle", 30))
             self.max_retries = int(options.pop("max_retries", 30))
+            self.connect_timeout = int(options.pop("connect_timeout", 10))
         except ValueError as exc:
             raise StorageError(f"bad option in {url!r}: {exc}") from exc
         self.schema = options.pop("schema", "public")
@@ -182,7 +184,7 @@ class PostgresBackend(SQLBackend):
                         min_size=0,
                         max_size=self.pool_max,
                         max_idle=self.pool_idle,
-                        timeout=120,
+                        timeout=60,
                         configure=self._configure,
                         open=False,
                         name="objectspace",
@@ -203,21 +205,33 @@ class PostgresBackend(SQLBackend):
     def _ensure_schema(self) -> None:
         if self._schema_ready:
             return
+        # A direct connection first: a wrong host, port or database fails here within
+        # connect_timeout, where the pool would keep retrying in the background.
         try:
-            with self.pool.connection() as conn, conn.transaction():
-                # One creator at a time: concurrent CREATE IF NOT EXISTS can collide.
-                conn.execute("SELECT pg_advisory_xact_lock(7368519843)")
-                conn.execute(
-                    pg_sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                        pg_sql.Identifier(self.schema)
-                    )
-                )
-                conn.execute(_SCHEMA)
-                with conn.cursor() as cur:
-                    self._check_schema(_PgTx(cur))
+            conn = psycopg.connect(self._conninfo, connect_timeout=self.connect_timeout)
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot connect to {self!r}: {exc}") from exc
+        try:
+            with conn.transaction():
+                self._configure_schema(conn)
         except psycopg.Error as exc:
             raise StorageError(f"cannot open checkpoint storage {self!r}: {exc}") from exc
+        finally:
+            conn.close()
         self._schema_ready = True
+
+    def _configure_schema(self, conn: psycopg.Connection[Any]) -> None:
+        # One creator at a time: concurrent CREATE ... IF NOT EXISTS can collide.
+        conn.execute("SELECT pg_advisory_xact_lock(7368519843)")
+        conn.execute(
+            pg_sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pg_sql.Identifier(self.schema))
+        )
+        conn.execute(
+            pg_sql.SQL("SET LOCAL search_path TO {}").format(pg_sql.Identifier(self.schema))
+        )
+        conn.execute(_SCHEMA)
+        with conn.cursor() as cur:
+            self._check_schema(_PgTx(cur))
 
     def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
         self._ensure_schema()

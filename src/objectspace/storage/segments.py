@@ -97,8 +97,13 @@ def _unshuffle(data: bytes, width: int) -> bytes:
 
 
 def _component(name: str) -> str:
-    """A user name as one path component: percent-encoded, dots too (no ``..``)."""
-    return quote(name, safe="").replace(".", "%2E")
+    """A user name as one path component: percent-encoded, dots too (no ``..``); a long
+    one is cut and made unique by a hash of the whole name (file systems cap a component
+    at 255 bytes)."""
+    encoded = quote(name, safe="").replace(".", "%2E")
+    if len(encoded) > 96:
+        encoded = f"{encoded[:80]}-{xxhash.xxh64_hexdigest(name.encode('utf-8'))}"
+    return encoded
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -416,7 +421,21 @@ class SegmentBackend(Backend):
             (part.key_group, part.full, length, rows, offset, length)
             for part, rows, (offset, length) in zip(parts, counts, offsets, strict=True)
         ]
-        return self.catalog.register_segment(job, operator, version, attempt, path, size, entries)
+        try:
+            return self.catalog.register_segment(
+                job, operator, version, attempt, path, size, entries
+            )
+        except BaseException:
+            self._discard(path)
+            raise
+
+    def _discard(self, path: str) -> None:
+        """Best effort: delete a published file whose registration failed. If it was still
+        reserved, the GC would collect it anyway; if its reservation was collected (a write
+        slower than the grace period), nothing else would."""
+        for name in (path, path + ".tmp"):
+            with contextlib.suppress(Exception):
+                self.fs.rm_file(name)
 
     def _publish(self, path: str, blocks: Sequence[bytes]) -> tuple[int, list[tuple[int, int]]]:
         """Write ``blocks`` as the segment ``path`` (via a temporary name); return its size
@@ -482,6 +501,11 @@ class SegmentBackend(Backend):
                 raise CorruptStateError(
                     f"segment {info.segment!r} is missing (key group {info.key_group}, "
                     f"version {info.version})"
+                ) from exc
+            except OSError as exc:  # e.g. S3 refusing a range past a truncated file's end
+                raise CorruptStateError(
+                    f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
+                    f"{info.offset + info.length} (truncated?): {exc}"
                 ) from exc
             parts.append(decode_block(block, repr(info.segment)))
         return materialize(parts)

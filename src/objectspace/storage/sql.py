@@ -227,7 +227,13 @@ class SQLBackend(Backend):
     # -- writing ----------------------------------------------------------------------------
 
     def _intern_tables(self, tx: Tx, names: set[str]) -> dict[str, int]:
-        ids = self._table_ids
+        """Ids of ``names`` in ``ckpt_tables``, inserting the missing ones in ``tx``.
+
+        Returns a new mapping: the shared cache learns the new ids only through
+        :meth:`_remember`, after the transaction committed (a retried or rolled-back
+        transaction must not leave ids that do not exist).
+        """
+        ids = dict(self._table_ids)
         missing = sorted(name for name in names if name not in ids)
         if missing:
             tx.executemany(
@@ -241,6 +247,10 @@ class SQLBackend(Backend):
                 ):
                     ids[name] = tid
         return ids
+
+    def _remember(self, ids: dict[str, int]) -> None:
+        """Cache table ids that a committed transaction interned."""
+        self._table_ids.update(ids)
 
     def _insert_write(
         self,
@@ -291,10 +301,14 @@ class SQLBackend(Backend):
         if not parts:
             return []
 
+        interned: dict[str, int] = {}
+
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
             ids = self._intern_tables(tx, {name for part in parts for name in part.changes})
+            interned.clear()
+            interned.update(ids)
             infos: list[WriteInfo] = []
             rows: list[tuple[int, int, bytes, bytes | None]] = []
             truncates: list[tuple[int, int]] = []
@@ -316,12 +330,9 @@ class SQLBackend(Backend):
             self._fault("write:end")
             return infos
 
-        self_ids = dict(self._table_ids)
-        try:
-            return self._run(f"writing checkpoint {version} of {job}/{operator}", work)
-        except BaseException:
-            self._table_ids = self_ids  # forget ids of a rolled-back transaction
-            raise
+        infos = self._run(f"writing checkpoint {version} of {job}/{operator}", work)
+        self._remember(interned)
+        return infos
 
     def reserve_segment(self, path: str) -> None:
         """Record a segment path before its file is written, so no file escapes the GC."""
@@ -401,9 +412,13 @@ class SQLBackend(Backend):
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
         part = PendingPart(key_group, True, changes)
 
+        interned: dict[str, int] = {}
+
         def work(tx: Tx) -> WriteInfo:
             op_id = self._operator_id(tx, job, operator)
             ids = self._intern_tables(tx, set(changes))
+            interned.clear()
+            interned.update(ids)
             rows, _, written = _encode_part(part, ids)
             write_id = self._insert_write(
                 tx,
@@ -419,12 +434,9 @@ class SQLBackend(Backend):
             self._insert_rows(tx, [(write_id, t, k, v) for t, k, v in rows])
             return WriteInfo(write_id, key_group, version, True, written, len(rows))
 
-        saved = dict(self._table_ids)
-        try:
-            return self._run(f"compacting key group {key_group} of {job}/{operator}", work)
-        except BaseException:
-            self._table_ids = saved
-            raise
+        info = self._run(f"compacting key group {key_group} of {job}/{operator}", work)
+        self._remember(interned)
+        return info
 
     def commit(
         self,

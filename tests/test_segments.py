@@ -1,0 +1,494 @@
+"""Segment files on ``file://`` and ``s3://`` (moto's server): layout, partial reads,
+corruption detection, and two-phase garbage collection."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import fsspec
+import pytest
+
+import objectspace as osp
+from conftest import segment_url
+from objectspace.checkpoint import Instance, Job, Operator
+from objectspace.storage.segments import END_MAGIC, MAGIC, SegmentBackend
+
+MAX_KG = 8
+HUGE = 10**9  # seconds: "now" far in the future, past any grace period
+
+
+# -- fixtures and helpers -----------------------------------------------------------------
+
+
+@pytest.fixture(params=["file", "s3"])
+def seg_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "file":
+        return segment_url(f"file://{tmp_path}/segments", f"sqlite:///{tmp_path}/catalog.db")
+    server = request.getfixturevalue("s3_server")
+    bucket = request.getfixturevalue("s3_bucket")
+    return segment_url(
+        f"s3://{bucket}/state",
+        request.getfixturevalue("postgres_url"),
+        endpoint_url=server.endpoint,
+        key="testing",
+        secret="testing",
+    )
+
+
+@pytest.fixture
+def storage(seg_url: str) -> Iterator[osp.Storage]:
+    s = osp.open_storage(seg_url)
+    assert isinstance(s.backend, SegmentBackend)
+    yield s
+    s.close()
+
+
+def seg(storage: osp.Storage) -> SegmentBackend:
+    backend = storage.backend
+    assert isinstance(backend, SegmentBackend)
+    return backend
+
+
+def base_path(backend: SegmentBackend) -> str:
+    _, base = fsspec.url_to_fs(backend.root, **backend.storage_options)
+    return str(base).rstrip("/")
+
+
+def files(backend: SegmentBackend) -> set[str]:
+    """Every file under the segment root (fsspec paths, as the catalog records them)."""
+    fs = backend.fs
+    fs.invalidate_cache()
+    base = base_path(backend)
+    if not fs.exists(base):
+        return set()
+    return {str(p) for p in fs.find(base)}
+
+
+def exists(backend: SegmentBackend, path: str) -> bool:
+    backend.fs.invalidate_cache()
+    return bool(backend.fs.exists(path))
+
+
+def fill(inst: Instance, checkpoint: int, per_group: int = 3) -> None:
+    """Give every key group of ``inst`` a few objects (deterministic)."""
+    for g in inst.key_groups:
+        space = inst.space(g)
+        for n in range(per_group):
+            lid = f"list-{n}"
+            lst = space.get_list(lid) if lid in space else space.create_list(lid)
+            lst.extend([checkpoint, g, f"payload {g}/{n}/{checkpoint}" * 3])
+        vid = "value"
+        if vid in space:
+            space.get_value(vid).value = (g, checkpoint)
+        else:
+            space.create_value(vid, (g, checkpoint))
+
+
+def contents(op: Operator, parallelism: int = 1, checkpoint: int | None = None) -> dict:
+    out: dict = {}
+    for index in range(parallelism):
+        inst = op.instance(index, parallelism, checkpoint)
+        for g, space in inst.spaces():
+            for oid in space:
+                obj = space.get(oid)
+                if isinstance(obj, osp.PersistedList):
+                    out[(g, oid)] = list(obj)
+                else:
+                    out[(g, oid)] = obj.value  # type: ignore[attr-defined]
+    return out
+
+
+def commit_round(job: Job, instances: list[Instance], checkpoint_id: int) -> None:
+    receipts = [inst.save(checkpoint_id) for inst in instances]
+    assert job.commit(checkpoint_id, receipts) is True
+    for inst in instances:
+        inst.on_saved()
+
+
+def history(storage: osp.Storage, checkpoints: int = 3, parallelism: int = 1) -> Operator:
+    """A job ``j`` whose operator ``o`` committed ``checkpoints`` checkpoints."""
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=MAX_KG)
+    instances = [op.instance(i, parallelism) for i in range(parallelism)]
+    for cp in range(1, checkpoints + 1):
+        for inst in instances:
+            fill(inst, cp)
+        commit_round(job, instances, cp)
+    return op
+
+
+def referenced_files_exist(backend: SegmentBackend) -> None:
+    referenced = backend.catalog.referenced_segments()
+    assert referenced
+    on_disk = files(backend)
+    missing = referenced - on_disk
+    assert not missing, f"referenced segments were deleted: {sorted(missing)}"
+
+
+# -- layout -------------------------------------------------------------------------------
+
+
+def test_one_segment_per_instance_and_checkpoint(storage: osp.Storage) -> None:
+    backend = seg(storage)
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=MAX_KG)
+    instances = [op.instance(i, 3) for i in range(3)]
+    for inst in instances:
+        fill(inst, 1)
+    commit_round(job, instances, 1)
+    first = files(backend)
+    assert len(first) == 3
+
+    fill(instances[0], 2)
+    fill(instances[2], 2)  # instance 1 changes nothing: it writes no file
+    commit_round(job, instances, 2)
+    second = files(backend)
+    assert len(second) == 5 and first < second
+    assert not [p for p in second if p.endswith(".tmp")]
+
+    for cp, expected in ((1, 3), (2, 2)):
+        chains = backend.chains("j", "o", range(MAX_KG), cp)
+        writes = [w for ws in chains.values() for w in ws if w.version == cp]
+        by_segment: dict[str, set[int]] = {}
+        for w in writes:
+            assert w.segment in second
+            by_segment.setdefault(w.segment, set()).add(w.key_group)
+        assert len(by_segment) == expected
+        for groups in by_segment.values():  # one file holds one instance's key groups
+            owners = {op.key_groups.instance_of(g, 3) for g in groups}
+            assert len(owners) == 1
+    for path in second:
+        data = backend.fs.cat_file(path)
+        assert data.startswith(MAGIC) and data.endswith(END_MAGIC)
+    assert contents(op, 2) == contents(op, 3)
+    assert backend.files_written == 5
+
+
+def test_rescaled_instance_reads_only_its_ranges(
+    storage: osp.Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = seg(storage)
+    op = history(storage, checkpoints=1, parallelism=1)  # one file with 16 blocks
+    (path,) = files(backend)
+    size = backend.fs.size(path)
+    chains = backend.chains("j", "o", range(MAX_KG), 1)
+    blocks = {g: (ws[0].offset, ws[0].offset + ws[0].length) for g, ws in chains.items()}
+    assert len(blocks) == MAX_KG
+
+    calls: list[tuple[str, int | None, int | None]] = []
+    real = backend.fs
+
+    class Spy:
+        def cat_file(self, p: str, start: int | None = None, end: int | None = None, **kw: Any):
+            calls.append((p, start, end))
+            return real.cat_file(p, start=start, end=end, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    monkeypatch.setattr(backend, "_fs", Spy())
+    inst = op.instance(1, 4)  # key groups 2..3
+    assert inst.key_groups == range(2, 4)
+    inst.load_all()
+    assert sorted(calls) == sorted((path, *blocks[g]) for g in range(2, 4))
+    read = sum(end - start for _, start, end in calls)  # type: ignore[operator]
+    assert read == sum(blocks[g][1] - blocks[g][0] for g in range(2, 4))
+    assert read < size / 3
+    calls.clear()
+    op.instance(0, 1).space(5)  # one key group: one ranged read
+    assert calls == [(path, *blocks[5])]
+
+
+# -- corruption ---------------------------------------------------------------------------
+
+
+def _rewrite(backend: SegmentBackend, path: str, data: bytes) -> None:
+    backend.fs.pipe_file(path, data)
+    backend.fs.invalidate_cache()
+
+
+@pytest.mark.parametrize("where", ["length", "checksum", "payload", "last-byte"])
+def test_corrupt_segment_is_detected(storage: osp.Storage, where: str) -> None:
+    backend = seg(storage)
+    op = history(storage, checkpoints=1)
+    chains = backend.chains("j", "o", range(MAX_KG), 1)
+    w = chains[5][0]
+    assert w.segment is not None
+    data = bytearray(backend.fs.cat_file(w.segment))
+    pos = {
+        "length": w.offset,
+        "checksum": w.offset + 6,
+        "payload": w.offset + w.length // 2,
+        "last-byte": w.offset + w.length - 1,
+    }[where]
+    data[pos] ^= 0x40
+    _rewrite(backend, w.segment, bytes(data))
+    with pytest.raises(osp.CorruptStateError) as err:
+        op.instance(0, 1).space(5)
+    assert w.segment in str(err.value)
+    assert op.instance(0, 1).space(4) is not None  # other blocks are still readable
+
+
+@pytest.mark.parametrize("cut", ["in-payload", "in-header", "before-block", "empty"])
+def test_truncated_segment_is_detected(storage: osp.Storage, cut: str) -> None:
+    backend = seg(storage)
+    op = history(storage, checkpoints=1)
+    chains = backend.chains("j", "o", range(MAX_KG), 1)
+    w = chains[MAX_KG - 1][0]  # the last block
+    assert w.segment is not None
+    data = backend.fs.cat_file(w.segment)
+    size = {
+        "in-payload": w.offset + w.length - 1,
+        "in-header": w.offset + 5,
+        "before-block": w.offset,
+        "empty": 0,
+    }[cut]
+    _rewrite(backend, w.segment, data[:size])
+    with pytest.raises(osp.CorruptStateError) as err:
+        op.instance(0, 1).space(MAX_KG - 1)
+    assert w.segment in str(err.value)
+    assert "truncated" in str(err.value)
+
+
+def test_missing_segment_is_detected(storage: osp.Storage) -> None:
+    backend = seg(storage)
+    op = history(storage, checkpoints=2)
+    chains = backend.chains("j", "o", range(MAX_KG), 2)
+    path = chains[3][-1].segment
+    assert path is not None
+    backend.fs.rm_file(path)
+    backend.fs.invalidate_cache()
+    with pytest.raises(osp.CorruptStateError) as err:
+        op.instance(0, 1).space(3)
+    assert path in str(err.value)
+    # checkpoint 1 does not need the file of checkpoint 2
+    assert contents(op, 4, checkpoint=1) == contents(op, 1, checkpoint=1)
+
+
+# -- garbage collection -------------------------------------------------------------------
+
+
+def superseded(storage: osp.Storage) -> tuple[Operator, set[str]]:
+    """Checkpoints 1..5 with a compaction at 4, retained to the last: the files of
+    checkpoints 1..4 lose their last reference (those of 4 hold writes the compaction
+    superseded)."""
+    backend = seg(storage)
+    op = history(storage, checkpoints=3)
+    job = op.job
+    inst = op.instance(0, 1)
+    fill(inst, 4)
+    commit_round(job, [inst], 4)
+    old = files(backend)
+    assert len(old) == 4
+    assert job.compact().key_groups == MAX_KG  # one full-snapshot file per key group
+    inst = op.instance(0, 1)
+    fill(inst, 5)
+    commit_round(job, [inst], 5)
+    assert len(files(backend)) == 4 + MAX_KG + 1
+    nothing = backend.gc(grace_seconds=600)  # every file is still referenced
+    assert nothing.stamped == 0 and nothing.deleted == []
+    stats = job.retain(keep_last=1)
+    assert stats.kept == [5]
+    assert stats.writes_removed == 4 * MAX_KG
+    return op, old
+
+
+def test_gc_two_phases(storage: osp.Storage) -> None:
+    backend = seg(storage)
+    op, old = superseded(storage)
+    expected = contents(op)
+    t0 = time.time()
+    first = backend.gc(grace_seconds=600)
+    assert first.stamped == 4
+    assert first.deleted == []
+    assert files(backend) >= old  # phase one deletes nothing
+    stamps = {p: s for p, _, s in backend.catalog.segments()}
+    assert all(stamps[p] is not None and stamps[p] >= t0 - 1 for p in old)
+    assert sum(s is not None for s in stamps.values()) == 4
+
+    early = backend.gc(grace_seconds=600, now=time.time() + 300)
+    assert early.deleted == [] and early.stamped == 0
+    assert files(backend) >= old
+
+    second = backend.gc(grace_seconds=600, now=time.time() + 601)
+    assert sorted(second.deleted) == sorted(old)
+    assert second.bytes_deleted > 0
+    assert not files(backend) & old
+    assert {p for p, _, _ in backend.catalog.segments()}.isdisjoint(old)
+    referenced_files_exist(backend)
+    assert contents(op) == contents(op, 3) == expected
+
+    # a referenced file is never deleted, however late
+    for _ in range(2):
+        backend.gc(grace_seconds=0, now=time.time() + HUGE)
+    referenced_files_exist(backend)
+    assert files(backend) == backend.catalog.referenced_segments()
+    assert contents(op, 4) == expected
+
+
+def test_gc_dry_run_changes_nothing(storage: osp.Storage) -> None:
+    backend = seg(storage)
+    superseded(storage)
+    before_files = files(backend)
+    before = backend.catalog.segments()
+    dry = backend.gc(grace_seconds=600, dry_run=True)
+    assert dry.dry_run and dry.stamped == 4 and dry.deleted == []
+    assert backend.catalog.segments() == before
+    backend.gc(grace_seconds=600)  # stamps for real
+    stamped = backend.catalog.segments()
+    assert stamped != before
+    dry = backend.gc(grace_seconds=600, dry_run=True, now=time.time() + HUGE)
+    assert len(dry.deleted) == 4 and dry.stamped == 0
+    assert backend.catalog.segments() == stamped
+    assert files(backend) == before_files
+
+
+def test_gc_collects_pending_segments_of_an_abandoned_attempt(storage: osp.Storage) -> None:
+    backend = seg(storage)
+    op = history(storage, checkpoints=1)
+    job = op.job
+    abandoned = op.instance(0, 1)
+    winner = op.instance(0, 1)
+    fill(abandoned, 2)
+    fill(winner, 2)
+    before = files(backend)
+    lost = abandoned.save(2)  # never committed
+    (lost_path,) = files(backend) - before
+    commit_round(job, [winner], 2)
+    assert lost_path in backend.catalog.referenced_segments()  # pending, still referenced
+    assert backend.gc(grace_seconds=0, now=time.time() + HUGE).deleted == []
+    assert exists(backend, lost_path)
+    expected = contents(op)
+
+    stats = job.retain(keep_last=2)
+    assert stats.pending_removed == len(lost.writes) == MAX_KG
+    assert backend.gc(grace_seconds=600).stamped == 1
+    assert exists(backend, lost_path)
+    gone = backend.gc(grace_seconds=600, now=time.time() + 601)
+    assert gone.deleted == [lost_path]
+    assert not exists(backend, lost_path)
+    with pytest.raises(osp.CheckpointError):
+        job.commit(3, [lost])  # its writes are gone
+    assert contents(op) == expected
+    assert contents(op, 1, checkpoint=1) != expected
+    referenced_files_exist(backend)
+
+
+def test_gc_collects_a_reserved_segment_never_registered(storage: osp.Storage) -> None:
+    backend = seg(storage)
+    op = history(storage, checkpoints=1)
+    path = f"{base_path(backend)}/j/o/000000000002-crashed-00000000.seg"
+    backend.catalog.reserve_segment(path)
+    backend.fs.pipe_file(path, b"half a segment")
+    backend.fs.pipe_file(path + ".tmp", b"half a segment")
+    assert exists(backend, path)
+    first = backend.gc(grace_seconds=600)
+    assert first.stamped == 1 and first.deleted == []
+    assert exists(backend, path)
+    second = backend.gc(grace_seconds=600, now=time.time() + 601)
+    assert second.deleted == [path]
+    assert not exists(backend, path) and not exists(backend, path + ".tmp")
+    assert path not in {p for p, _, _ in backend.catalog.segments()}
+    referenced_files_exist(backend)
+    assert contents(op)
+
+
+def test_segments_are_written_via_a_temporary_name(
+    storage: osp.Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = seg(storage)
+    real = backend.fs
+    written: list[str] = []
+    moved: list[tuple[str, str]] = []
+
+    class Spy:
+        def pipe_file(self, path: str, data: bytes, **kw: Any) -> Any:
+            written.append(path)
+            return real.pipe_file(path, data, **kw)
+
+        def mv(self, a: str, b: str, **kw: Any) -> Any:
+            moved.append((a, b))
+            return real.mv(a, b, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    monkeypatch.setattr(backend, "_fs", Spy())
+    op = history(storage, checkpoints=2, parallelism=2)
+    op.job.compact()
+    assert written and all(p.endswith(".tmp") for p in written)
+    assert moved == [(p, p[: -len(".tmp")]) for p in written]
+    on_disk = files(backend)
+    assert not [p for p in on_disk if p.endswith(".tmp")]
+    assert on_disk == {b for _, b in moved}
+
+
+def test_a_segment_written_after_its_reservation_was_collected_is_not_left_forever(
+    storage: osp.Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow writer: GC collects the reservation of a segment before the file is written
+    (the writer took longer than the grace period). The save fails, which is right, but
+    the file it then wrote must not stay on the filesystem forever, unknown to the
+    catalog: "never leave an unreferenced file forever"."""
+    backend = seg(storage)
+    op = history(storage, checkpoints=1)
+    publish = backend._publish
+
+    def slow_publish(path: str, blocks: Any) -> Any:
+        later = time.time() + 601
+        backend.gc(grace_seconds=600, now=later)  # stamps the fresh reservation
+        backend.gc(grace_seconds=600, now=later + 601)  # and collects it
+        return publish(path, blocks)
+
+    monkeypatch.setattr(backend, "_publish", slow_publish)
+    inst = op.instance(0, 1)
+    fill(inst, 2)
+    with pytest.raises(osp.StorageError, match="no longer reserved"):
+        inst.save(2)
+    monkeypatch.undo()
+    for _ in range(3):
+        backend.gc(grace_seconds=0, now=time.time() + HUGE)
+    leftover = files(backend) - backend.catalog.referenced_segments()
+    assert not leftover, f"unreferenced segment files left behind for good: {sorted(leftover)}"
+
+
+def test_gc_never_deletes_a_file_a_reader_is_restoring_from(storage: osp.Storage) -> None:
+    """A reader plans its restore, retention then drops the writes it planned: within the
+    grace period the files are still there and the restore completes."""
+    backend = seg(storage)
+    op = history(storage, checkpoints=3)
+    job = op.job
+    expected_1 = contents(op, 1, checkpoint=1)
+    reader = op.instance(0, 1, checkpoint=1)
+    chains = backend.chains("j", "o", reader.key_groups, 1)
+    job.compact()
+    inst = op.instance(0, 1)
+    fill(inst, 4)
+    commit_round(job, [inst], 4)
+    job.retain(keep_last=1)
+    backend.gc(grace_seconds=600)
+    backend.gc(grace_seconds=600, now=time.time() + 599)
+    # the reader reads what it planned, straight from the files
+    state = {g: backend.read("j", "o", ws) for g, ws in chains.items()}
+    assert len(state) == MAX_KG
+    assert sum(len(t) for tables in state.values() for t in tables.values()) > 0
+    assert expected_1
+    backend.gc(grace_seconds=600, now=time.time() + 601)
+    with pytest.raises(osp.CorruptStateError, match="missing"):
+        backend.read("j", "o", chains[0])
+
+
+def test_file_root_layout(tmp_path: Any) -> None:
+    url = segment_url(f"file://{tmp_path}/segments", f"sqlite:///{tmp_path}/catalog.db")
+    storage = osp.open_storage(url)
+    op = history(storage, checkpoints=2, parallelism=2)
+    root = os.path.join(tmp_path, "segments")
+    found = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+    assert len(found) == 4
+    assert all(p.startswith(os.path.join(root, "j", "o") + os.sep) for p in found)
+    assert all(p.endswith(".seg") for p in found)
+    assert contents(op, 2) == contents(op, 1)
+    storage.close()
