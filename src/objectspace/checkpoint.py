@@ -416,7 +416,12 @@ class Operator:
         for key_group, writes in sorted(chains.items()):
             if len(writes) - 1 < min_chain_length:
                 continue
-            tables = backend.read(job.name, self.name, writes)
+            # Chain and rows from one snapshot: a concurrent retention cannot hand us a
+            # chain whose writes it has just removed.
+            loaded = backend.load(job.name, self.name, range(key_group, key_group + 1), last)
+            if key_group not in loaded:
+                continue
+            writes, tables = loaded[key_group]
             info = backend.write_compacted(job.name, self.name, key_group, last, tables)
             stats.key_groups += 1
             stats.bytes_read += sum(w.bytes for w in writes)
@@ -520,21 +525,20 @@ class Instance:
         op = self.operator
         backend = op.job.backend
         base = self.base
-        chains = {} if base is None else backend.chains(op.job.name, op.name, key_groups, base)
+        stored = {} if base is None else backend.load(op.job.name, op.name, key_groups, base)
         loaded: dict[int, tuple[ObjectSpace, _Chain]] = {}
         for key_group in key_groups:
             if key_group in self._spaces:
                 continue
-            writes = chains.get(key_group, [])
+            writes, tables = stored.get(key_group, ([], {}))
             if writes:
-                tables = backend.read(op.job.name, op.name, writes)
                 self.rows_read += sum(w.rows for w in writes)
                 space = ObjectSpace.load(DictReader(tables), op.serializer)
             else:
                 space = ObjectSpace(op.serializer)
             loaded[key_group] = (space, _Chain.of(writes))
-        # Retention never drops a write that a retained checkpoint needs, and never
-        # re-adds a dropped checkpoint: if the base is retained now, what was read is whole.
+        # Chains and rows come from one snapshot; a base dropped by retention meanwhile
+        # (never re-added) means the caller asked for state that is no longer kept.
         if base is not None and base not in op.job.checkpoints():
             raise CheckpointError(
                 f"checkpoint {base} of job {op.job.name!r} was dropped by retention before "

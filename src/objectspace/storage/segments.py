@@ -484,6 +484,17 @@ class SegmentBackend(Backend):
         )
         return info
 
+    def load(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        # The catalog snapshot fixes which files to read; a file that lost its last
+        # reference since is deleted only after the GC's grace period.
+        loaded = self.catalog.load_catalog(job, operator, key_groups, as_of, with_rows=False)
+        return {
+            key_group: (writes, self.read(job, operator, writes))
+            for key_group, (writes, _) in loaded.items()
+        }
+
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, dict[bytes, bytes]]:

@@ -49,6 +49,9 @@ class Tx(Protocol):
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 
+Part = tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]
+"""One write's edits: the tables it deleted, and its rows (``None`` value: a delete)."""
+
 SegmentEntry = tuple[int, bool, int, int, int, int]
 """A key group's part of a segment file: (key group, full, bytes, rows, offset, length)."""
 
@@ -541,23 +544,19 @@ class SQLBackend(Backend):
         )
         return [CheckpointInfo(*row) for row in rows]
 
-    def chains(
-        self, job: str, operator: str, key_groups: range, as_of: int
+    def _chains_tx(
+        self, tx: Tx, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, list[WriteInfo]]:
-        def work(tx: Tx) -> list[tuple[Any, ...]]:
-            op_id = self._operator_id(tx, job, operator)
-            return tx.all(
-                "SELECT id, key_group, version, is_full, bytes, rows, segment, seg_offset, "
-                "seg_length FROM ckpt_writes WHERE op = ? AND committed = 1 "
-                "AND key_group >= ? AND key_group < ? AND version <= ? "
-                "ORDER BY key_group, version, id",
-                (op_id, key_groups.start, key_groups.stop, as_of),
-            )
-
+        op_id = self._operator_id(tx, job, operator)
+        rows = tx.all(
+            "SELECT id, key_group, version, is_full, bytes, rows, segment, seg_offset, "
+            "seg_length FROM ckpt_writes WHERE op = ? AND committed = 1 "
+            "AND key_group >= ? AND key_group < ? AND version <= ? "
+            "ORDER BY key_group, version, id",
+            (op_id, key_groups.start, key_groups.stop, as_of),
+        )
         chains: dict[int, list[WriteInfo]] = {}
-        for wid, key_group, version, full, nbytes, count, segment, offset, length in self._run(
-            "reading restore chains", work, write=False
-        ):
+        for wid, key_group, version, full, nbytes, count, segment, offset, length in rows:
             info = WriteInfo(
                 wid,
                 key_group,
@@ -575,41 +574,79 @@ class SQLBackend(Backend):
                 chains.setdefault(key_group, []).append(info)
         return chains
 
-    def read_parts(
-        self, writes: Sequence[WriteInfo]
-    ) -> list[tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]]:
-        """The stored edits of each write (from rows in the database), in order."""
+    def chains(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        return self._run(
+            "reading restore chains",
+            lambda tx: self._chains_tx(tx, job, operator, key_groups, as_of),
+            write=False,
+        )
 
-        def work(tx: Tx) -> list[tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]]:
-            parts = []
-            for info in writes:
-                truncated = {
-                    name: True
-                    for (name,) in tx.all(
-                        "SELECT t.name FROM ckpt_truncates x JOIN ckpt_tables t ON t.id = x.tbl "
-                        "WHERE x.write = ?",
-                        (info.write_id,),
-                    )
-                }
-                rows = tx.all(
-                    "SELECT t.name, r.key, r.value FROM ckpt_rows r JOIN ckpt_tables t "
-                    "ON t.id = r.tbl WHERE r.write = ?",
+    @staticmethod
+    def _parts_tx(tx: Tx, writes: Sequence[WriteInfo]) -> list[Part]:
+        parts: list[Part] = []
+        for info in writes:
+            if info.segment is not None:
+                raise StorageError(
+                    f"write {info.write_id} is stored in segment {info.segment!r}, not in the "
+                    "catalog; read it through the segment storage"
+                )
+            truncated = {
+                name: True
+                for (name,) in tx.all(
+                    "SELECT t.name FROM ckpt_truncates x JOIN ckpt_tables t ON t.id = x.tbl "
+                    "WHERE x.write = ?",
                     (info.write_id,),
                 )
-                parts.append(
-                    (
-                        truncated,
-                        [(n, bytes(k), None if v is None else bytes(v)) for n, k, v in rows],
-                    )
-                )
-            return parts
+            }
+            rows = tx.all(
+                "SELECT t.name, r.key, r.value FROM ckpt_rows r JOIN ckpt_tables t "
+                "ON t.id = r.tbl WHERE r.write = ?",
+                (info.write_id,),
+            )
+            parts.append(
+                (truncated, [(n, bytes(k), None if v is None else bytes(v)) for n, k, v in rows])
+            )
+        return parts
 
-        return self._run("reading state", work, write=False)
+    def read_parts(self, writes: Sequence[WriteInfo]) -> list[Part]:
+        """The stored edits of each write (from rows in the database), in order."""
+        return self._run("reading state", lambda tx: self._parts_tx(tx, writes), write=False)
 
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, dict[bytes, bytes]]:
         return materialize(self.read_parts(writes))
+
+    def load_catalog(
+        self,
+        job: str,
+        operator: str,
+        key_groups: range,
+        as_of: int,
+        with_rows: bool = True,
+    ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
+        """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
+        from one snapshot of the database."""
+
+        def work(tx: Tx) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
+            chains = self._chains_tx(tx, job, operator, key_groups, as_of)
+            return {
+                key_group: (writes, self._parts_tx(tx, writes) if with_rows else None)
+                for key_group, writes in chains.items()
+            }
+
+        return self._run("restoring state", work, write=False)
+
+    def load(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        loaded = self.load_catalog(job, operator, key_groups, as_of)
+        return {
+            key_group: (writes, materialize(parts or []))
+            for key_group, (writes, parts) in loaded.items()
+        }
 
     # -- maintenance ------------------------------------------------------------------------
 

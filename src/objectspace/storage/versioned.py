@@ -203,6 +203,18 @@ class Backend(ABC):
     ) -> dict[str, dict[bytes, bytes]]:
         """The tables of one key group after applying ``writes`` in order."""
 
+    def load(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        """Per key group with state: its chain as of ``as_of`` and its tables.
+
+        Backends read chains and rows from one snapshot, so a concurrent compaction and
+        retention cannot remove a write between listing and reading it. This default reads
+        them in two steps; every backend here overrides it.
+        """
+        chains = self.chains(job, operator, key_groups, as_of)
+        return {g: (ws, self.read(job, operator, ws)) for g, ws in chains.items()}
+
     # -- maintenance ------------------------------------------------------------------------
 
     @abstractmethod
