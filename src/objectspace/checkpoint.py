@@ -464,7 +464,7 @@ class Instance:
                     f"(restorable: {_summary(job.checkpoints())})"
                 )
             self.base = checkpoint
-        self.attempt = uuid.uuid4().hex
+        self.attempt = uuid.uuid4().hex[:12]
         self._spaces: dict[int, ObjectSpace] = {}
         self._chains: dict[int, _Chain] = {}
         self._saved: tuple[int, list[WriteInfo]] | None = None

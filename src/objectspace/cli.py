@@ -52,7 +52,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 def _emit(args: argparse.Namespace, data: Any, render: Callable[..., None], *extra: Any) -> None:
@@ -90,7 +90,9 @@ def _show(args: argparse.Namespace) -> int:
     has_key = args.key is not None
     key = ins.parse_key(args.key, args.key_type) if has_key else None
     with _storage(args.url) as storage:
-        op = ins.find_operator(storage, args.job, args.operator, ins.serializer_named(args.serializer))
+        op = ins.find_operator(
+            storage, args.job, args.operator, ins.serializer_named(args.serializer)
+        )
         data = ins.show_objects(
             op,
             key=key,
@@ -107,7 +109,9 @@ def _diff(args: argparse.Namespace) -> int:
     from objectspace import inspection as ins
 
     with _storage(args.url) as storage:
-        op = ins.find_operator(storage, args.job, args.operator, ins.serializer_named(args.serializer))
+        op = ins.find_operator(
+            storage, args.job, args.operator, ins.serializer_named(args.serializer)
+        )
         with ins.progress_bar("comparing key groups") as progress:
             data = ins.diff_checkpoints(
                 op, args.from_, args.to, limit=args.limit, progress=progress
@@ -120,7 +124,9 @@ def _export(args: argparse.Namespace) -> int:
     from objectspace import inspection as ins
 
     with _storage(args.url) as storage:
-        op = ins.find_operator(storage, args.job, args.operator, ins.serializer_named(args.serializer))
+        op = ins.find_operator(
+            storage, args.job, args.operator, ins.serializer_named(args.serializer)
+        )
         with ins.progress_bar("exporting key groups") as progress:
             data = ins.export_parquet(op, args.to, args.checkpoint, progress)
     _emit(args, data, ins.render_export)
@@ -171,7 +177,13 @@ def _bench(args: argparse.Namespace) -> int:
 
     root = _benchmarks_root()
     if not args.plots_only:
-        command = [sys.executable, "-m", "benchmarks", *(["--quick"] if args.quick else []), *args.names]
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            *(["--quick"] if args.quick else []),
+            *args.names,
+        ]
         env = dict(os.environ)
         done = subprocess.run(command, cwd=root, env=env, check=False)
         if done.returncode != 0:
@@ -179,7 +191,7 @@ def _bench(args: argparse.Namespace) -> int:
     results = root / "benchmarks" / "results.json"
     drawn = draw_benchmarks(results, root / "docs")
     if not drawn:
-        print(f"no {results.relative_to(root)} (the benchmarks did not write one): no plots drawn")
+        print(f"no {results.relative_to(root)} found: no plots drawn")
     for path in drawn:
         print(f"drew {path.relative_to(root)}")
     return 0
@@ -222,7 +234,7 @@ _URL_HELP = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
     )
@@ -234,9 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
-        return sub.add_parser(
-            name, help=help, description=description or help, parents=[common]
-        )
+        return sub.add_parser(name, help=help, description=description or help, parents=[common])
 
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -287,14 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
         "with --key-type auto (default) it is an int when it is an integer, else a string; "
         "--key-type str keeps it a string (e.g. --key 42 --key-type str), int requires an "
         "int, json reads JSON where arrays are tuples (multi-column keys, e.g. "
-        "'[1, \"a\"]') and {\"$bytes\": base64} is bytes.",
+        '\'[1, "a"]\') and {"$bytes": base64} is bytes.',
     )
     job_operator(p)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--key", help="a key: its objects (ids starting with the key's prefix)")
     which.add_argument("--key-group", type=_nonnegative_int, help="a key group: all its objects")
     p.add_argument(
-        "--key-type", choices=("auto", "int", "str", "json"), default="auto", help="how to read --key"
+        "--key-type",
+        choices=("auto", "int", "str", "json"),
+        default="auto",
+        help="how to read --key",
     )
     p.add_argument("--checkpoint", type=_nonnegative_int, help="checkpoint id (default: the last)")
     p.add_argument(

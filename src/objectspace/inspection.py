@@ -121,11 +121,12 @@ import math
 import os
 import re
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Storage, open_storage
 from objectspace.collections import (
@@ -301,23 +302,24 @@ def redact(url: str) -> str:
     """``url`` with passwords and secret options masked (the catalog URL too)."""
     try:
         parsed = urlparse(url)
-        netloc = parsed.netloc
-        if parsed.password is not None:
-            userinfo, _, host = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{host}"
+        password = parsed.password
         query = parse_qsl(parsed.query, keep_blank_values=True)
     except ValueError:
         return url
-    if not query:
-        return urlunparse(parsed._replace(netloc=netloc))
+    base, mark, _ = url.partition("?")
+    if password is not None:
+        userinfo, at, rest = base.partition("@")
+        scheme, sep, user = userinfo.partition("://")
+        base = f"{scheme}{sep}{user.split(':', 1)[0]}:***{at}{rest}"
+    if not mark:
+        return base
     masked = [
         (name, redact(value) if name == "catalog" else "***")
         if name == "catalog" or name.lower() in _SECRET_OPTIONS
         else (name, value)
         for name, value in query
     ]
-    return urlunparse(parsed._replace(netloc=netloc, query=urlencode(masked, safe="/:*@")))
+    return f"{base}?{urlencode(masked, safe='/:*@')}"
 
 
 def _sqlite_path(url: str) -> str | None:
@@ -395,14 +397,11 @@ def open_existing(url: str) -> Storage:
             _check_sqlite(catalog_path, catalog)
     storage = open_storage(url)
     try:
-        from objectspace.storage.postgres_backend import PostgresBackend
-
-        backend = storage.backend
-        inner = getattr(backend, "catalog", backend)
-        if isinstance(inner, PostgresBackend):
+        # Only a URL naming PostgreSQL imports the PostgreSQL backend (and psycopg).
+        module = sys.modules.get("objectspace.storage.postgres_backend")
+        inner = getattr(storage.backend, "catalog", storage.backend)
+        if module is not None and isinstance(inner, module.PostgresBackend):
             _check_postgres(inner)
-    except ImportError:  # pragma: no cover - psycopg missing: open_storage failed already
-        pass
     except BaseException:
         storage.close()
         raise
@@ -699,13 +698,13 @@ def _slice_spaces(
     """The key groups of slice ``index`` of ``count`` that hold state, restored."""
     key_groups = op.key_groups.range_of(index, count)
     backend = op.job.backend
-    chains = backend.chains(op.job.name, op.name, key_groups, checkpoint)
-    if not any(chains.values()):
-        return
+    if not any(backend.chains(op.job.name, op.name, key_groups, checkpoint).values()):
+        return  # nothing stored: skip opening an instance
     instance = op.instance(index, count, checkpoint=checkpoint)
-    for key_group in key_groups:
-        if chains.get(key_group):
-            yield key_group, instance.space(key_group)
+    instance.load_all()  # the whole slice in one read
+    for key_group, space in sorted(instance.loaded().items()):
+        if len(space):
+            yield key_group, space
 
 
 def state_rows(
@@ -1024,12 +1023,12 @@ def compact_job(
     operators: list[dict[str, Any]] = []
     if last is not None and verify:
         backend = found.backend
-        todo: list[tuple[str, list[Any]]] = []
+        todo: list[tuple[str, int]] = []
         for info in infos:
             chains = backend.chains(job, info.name, range(info.max_key_groups), last)
-            todo.extend((info.name, writes) for writes in chains.values() if len(writes) > 1)
-        for done, (name, writes) in enumerate(todo, 1):
-            backend.read(job, name, writes)
+            todo.extend((info.name, g) for g, writes in sorted(chains.items()) if len(writes) > 1)
+        for done, (name, key_group) in enumerate(todo, 1):
+            backend.load(job, name, range(key_group, key_group + 1), last)
             if progress is not None:
                 progress(done, len(todo) + len(infos))
         offset = len(todo)
@@ -1115,6 +1114,11 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def _n(count: int, word: str) -> str:
+    """``1 key group``, ``2 key groups``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _short(data: Any, width: int = 120) -> str:
     text = _canonical(data)
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -1151,7 +1155,7 @@ def render_inspect(data: dict[str, Any], console: Console, limit: int = DEFAULT_
             table.add_row(
                 _text(c["checkpoint"]),
                 _text(c["status"]),
-                _text(c["committed_at"] or "-"),
+                _text(c["committed_at"][:19].replace("T", " ") if c["committed_at"] else "-"),
                 _text(c["writes"]),
                 _text(c["full_writes"]),
                 _text(c["differential_writes"]),
@@ -1254,7 +1258,7 @@ def render_diff(data: dict[str, Any], console: Console) -> None:
         _text(
             f"{data['job']}/{data['operator']}: checkpoint {data['from']} -> {data['to']}: "
             f"{s['added']} added, {s['removed']} removed, {s['changed']} changed, "
-            f"{s['replaced']} replaced objects in {s['key_groups_changed']} key groups"
+            f"{s['replaced']} replaced objects in {_n(s['key_groups_changed'], 'key group')}"
         )
     )
     marks = {"added": "+", "removed": "-", "changed": "~", "replaced": "!"}
@@ -1295,8 +1299,9 @@ def render_diff(data: dict[str, Any], console: Console) -> None:
 def render_export(data: dict[str, Any], console: Console) -> None:
     console.print(
         _text(
-            f"wrote {data['rows']} rows ({data['objects']} objects in {data['key_groups']} key "
-            f"groups, checkpoint {data['checkpoint']}) to {data['path']}"
+            f"wrote {_n(data['rows'], 'row')} ({_n(data['objects'], 'object')} in "
+            f"{_n(data['key_groups'], 'key group')}, checkpoint {data['checkpoint']}) to "
+            f"{data['path']}"
         )
     )
 
@@ -1312,7 +1317,7 @@ def render_gc(data: dict[str, Any], console: Console) -> None:
     stamped = "would stamp" if data["dry_run"] else "stamped"
     console.print(
         _text(
-            f"{verb} {len(deleted)} unreferenced segment file{'' if len(deleted) == 1 else 's'} "
+            f"{verb} {_n(len(deleted), 'unreferenced segment file')} "
             f"({_size(data['bytes_deleted'])}); {stamped} {data['stamped']} newly unreferenced "
             f"(deleted after the grace period of {data['grace_seconds']:g} s); "
             f"{data['referenced']} referenced files kept"
@@ -1328,21 +1333,21 @@ def render_compact(data: dict[str, Any], console: Console) -> None:
         return
     console.print(
         _text(
-            f"compacted {data['key_groups']} key groups of job {data['job']!r} as of checkpoint "
+            f"compacted {_n(data['key_groups'], 'key group')} of job {data['job']!r} as of checkpoint "
             f"{data['as_of']}: read {_size(data['bytes_read'])}, wrote "
             f"{_size(data['bytes_written'])}; nothing was removed (the older writes stay "
             "until `objectspace retain`)"
         )
     )
     for o in data["operators"]:
-        console.print(_text(f"  {o['operator']}: {o['key_groups']} key groups"))
+        console.print(_text(f"  {o['operator']}: {_n(o['key_groups'], 'key group')}"))
 
 
 def render_retain(data: dict[str, Any], console: Console) -> None:
     kept = data["kept"]
     console.print(
         _text(
-            f"job {data['job']!r}: dropped {data['checkpoints_dropped']} checkpoints, removed "
+            f"job {data['job']!r}: dropped {_n(data['checkpoints_dropped'], 'checkpoint')}, removed "
             f"{data['writes_removed']} writes ({data['rows_removed']} rows) and "
             f"{data['pending_removed']} pending writes; kept checkpoints "
             f"{_id_summary(kept)}"

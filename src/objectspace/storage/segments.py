@@ -37,7 +37,7 @@ import os
 import struct
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlparse, urlunparse
@@ -111,8 +111,16 @@ def _split(name: str) -> tuple[str, str]:
     return head, tail
 
 
+def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
+    """The table folders of a block, which the catalog interns."""
+    return list(dict.fromkeys(_split(name)[0] for name in changes))
+
+
 def encode_block(
-    changes: Mapping[str, TableChanges], full: bool, level: int = 3
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    level: int = 3,
+    head_ids: Mapping[str, int] | None = None,
 ) -> tuple[bytes, int]:
     """One key group's edits as a block; returns the block and its number of rows.
 
@@ -159,9 +167,12 @@ def encode_block(
                 keys.append(key)
                 count += 1
             counts.append(count)
+    heads: list[Any] = list(by_head)
+    if head_ids is not None:
+        heads = [head_ids[h] for h in heads]
     payload = msgpack.packb(
         [
-            list(by_head),
+            heads,
             head_tables,
             list(tails),
             table_tails,
@@ -180,8 +191,15 @@ def encode_block(
     return header + compressed, len(keys) + len(truncated)
 
 
-def decode_block(block: bytes, where: str) -> tuple[dict[str, bool], _Rows]:
-    """A block's deleted tables and rows; :class:`CorruptStateError` naming ``where``."""
+def decode_block(
+    block: bytes,
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+) -> tuple[dict[str, bool], _Rows]:
+    """A block's deleted tables and rows; :class:`CorruptStateError` naming ``where``.
+
+    ``resolve`` maps interned table-folder ids to names (the catalog's ``table_names``).
+    """
     if len(block) < _BLOCK_HEADER.size:
         raise CorruptStateError(f"segment {where} is truncated: a block of {len(block)} bytes")
     length, digest = _BLOCK_HEADER.unpack_from(block)
@@ -208,6 +226,14 @@ def decode_block(block: bytes, where: str) -> tuple[dict[str, bool], _Rows]:
             floats,
         ) = msgpack.unpackb(payload, raw=False)
         floats = _unshuffle(floats, 8)
+        if heads and isinstance(heads[0], int):
+            if resolve is None:
+                raise CorruptStateError("its table folders are interned and no catalog was given")
+            known = resolve(heads)
+            missing = [h for h in heads if h not in known]
+            if missing:
+                raise CorruptStateError(f"table folder ids {missing[:5]} are not in the catalog")
+            heads = [known[h] for h in heads]
         table_heads = [h for h, n in zip(heads, head_tables, strict=True) for _ in range(n)]
         names = [
             f"{head}/{tails[t]}" if head else tails[t]
@@ -409,11 +435,12 @@ class SegmentBackend(Backend):
         if not parts:
             return []
         path = self._path(job, operator, version, attempt)
-        self.catalog.reserve_segment(path)
+        heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
+        segment_id, head_ids = self.catalog.reserve_segment(path, heads)
         blocks = []
         counts = []
         for part in parts:
-            block, rows = encode_block(part.changes, part.full, self.level)
+            block, rows = encode_block(part.changes, part.full, self.level, head_ids)
             blocks.append(block)
             counts.append(rows)
         size, offsets = self._publish(path, blocks)
@@ -423,7 +450,7 @@ class SegmentBackend(Backend):
         ]
         try:
             return self.catalog.register_segment(
-                job, operator, version, attempt, path, size, entries
+                job, operator, version, attempt, (segment_id, path), size, entries
             )
         except BaseException:
             self._discard(path)
@@ -468,16 +495,16 @@ class SegmentBackend(Backend):
         tables: Mapping[str, Mapping[bytes, bytes]],
     ) -> WriteInfo:
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
-        block, rows = encode_block(changes, True, self.level)
         path = self._path(job, operator, version, "compaction")
-        self.catalog.reserve_segment(path)
+        segment_id, head_ids = self.catalog.reserve_segment(path, block_heads(changes))
+        block, rows = encode_block(changes, True, self.level, head_ids)
         size, [(offset, length)] = self._publish(path, [block])
         [info] = self.catalog.register_segment(
             job,
             operator,
             version,
             "compaction",
-            path,
+            (segment_id, path),
             size,
             [(key_group, True, length, rows, offset, length)],
             committed=True,
@@ -518,7 +545,7 @@ class SegmentBackend(Backend):
                     f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
                     f"{info.offset + info.length} (truncated?): {exc}"
                 ) from exc
-            parts.append(decode_block(block, repr(info.segment)))
+            parts.append(decode_block(block, repr(info.segment), self.catalog.table_names))
         return materialize(parts)
 
     def gc(

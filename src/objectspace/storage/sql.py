@@ -109,6 +109,7 @@ class SQLBackend(Backend):
     def __init__(self) -> None:
         self.fault_hook: Callable[[str], None] | None = None
         self._table_ids: dict[str, int] = {}
+        self._names_by_id: dict[int, str] = {}
 
     # -- what a dialect provides ------------------------------------------------------------
 
@@ -265,7 +266,7 @@ class SQLBackend(Backend):
         attempt: str,
         nbytes: int,
         rows: int,
-        segment: str | None = None,
+        segment: int | None = None,
         offset: int = 0,
         length: int = 0,
         *,
@@ -337,15 +338,45 @@ class SQLBackend(Backend):
         self._remember(interned)
         return infos
 
-    def reserve_segment(self, path: str) -> None:
-        """Record a segment path before its file is written, so no file escapes the GC."""
-        self._run(
-            f"reserving segment {path}",
-            lambda tx: tx.execute(
-                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, 0)",
+    def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
+        """Record a segment path before its file is written, so no file escapes the GC;
+        intern ``names`` (the block's table folders) in the same transaction. Returns the
+        segment's id and the names' ids."""
+        interned: dict[str, int] = {}
+
+        def work(tx: Tx) -> int:
+            row = tx.one(
+                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, 0) RETURNING id",
                 (path, time.time()),
-            ),
-        )
+            )
+            assert row is not None
+            ids = self._intern_tables(tx, set(names))
+            interned.clear()
+            interned.update(ids)
+            return int(row[0])
+
+        segment_id = self._run(f"reserving segment {path}", work)
+        self._remember(interned)
+        return segment_id, interned
+
+    def table_names(self, ids: Sequence[int]) -> dict[int, str]:
+        """Names of interned table ids (ids never change once committed: cached)."""
+        cache = self._names_by_id
+        missing = sorted({i for i in ids if i not in cache})
+        if missing:
+
+            def work(tx: Tx) -> list[tuple[Any, ...]]:
+                found: list[tuple[Any, ...]] = []
+                for chunk in _chunks(missing):
+                    found += tx.all(
+                        f"SELECT id, name FROM ckpt_tables WHERE id IN ({_marks(len(chunk))})",
+                        list(chunk),
+                    )
+                return found
+
+            for tid, name in self._run("reading table names", work, write=False):
+                cache[int(tid)] = name
+        return {i: cache[i] for i in ids if i in cache}
 
     def register_segment(
         self,
@@ -353,19 +384,22 @@ class SQLBackend(Backend):
         operator: str,
         version: int,
         attempt: str,
-        path: str,
+        segment: tuple[int, str],
         size: int,
         entries: Sequence[SegmentEntry],
         *,
         committed: bool = False,
     ) -> list[WriteInfo]:
-        """Record a published segment's blocks as writes (pending unless ``committed``)."""
+        """Record a published segment's blocks as writes (pending unless ``committed``);
+        ``segment`` is the (id, path) :meth:`reserve_segment` gave."""
+        segment_id, path = segment
 
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
             updated = tx.execute(
-                "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE path = ?", (size, path)
+                "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE id = ?",
+                (size, segment_id),
             ).rowcount
             if updated != 1:
                 raise StorageError(
@@ -384,7 +418,7 @@ class SQLBackend(Backend):
                     attempt,
                     nbytes,
                     rows,
-                    path,
+                    segment_id,
                     offset,
                     length,
                     committed=committed,
@@ -549,10 +583,11 @@ class SQLBackend(Backend):
     ) -> dict[int, list[WriteInfo]]:
         op_id = self._operator_id(tx, job, operator)
         rows = tx.all(
-            "SELECT id, key_group, version, is_full, bytes, rows, segment, seg_offset, "
-            "seg_length FROM ckpt_writes WHERE op = ? AND committed = 1 "
-            "AND key_group >= ? AND key_group < ? AND version <= ? "
-            "ORDER BY key_group, version, id",
+            "SELECT w.id, w.key_group, w.version, w.is_full, w.bytes, w.rows, s.path, "
+            "w.seg_offset, w.seg_length FROM ckpt_writes w "
+            "LEFT JOIN ckpt_segments s ON s.id = w.segment WHERE w.op = ? AND w.committed = 1 "
+            "AND w.key_group >= ? AND w.key_group < ? AND w.version <= ? "
+            "ORDER BY w.key_group, w.version, w.id",
             (op_id, key_groups.start, key_groups.stop, as_of),
         )
         chains: dict[int, list[WriteInfo]] = {}
@@ -735,7 +770,7 @@ class SQLBackend(Backend):
                 lambda tx: (
                     tx.execute(
                         "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND NOT EXISTS "
-                        "(SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.path)",
+                        "(SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
                         (when,),
                     ).rowcount
                 ),
@@ -750,7 +785,7 @@ class SQLBackend(Backend):
             "listing collectable segments",
             lambda tx: tx.all(
                 "SELECT path FROM ckpt_segments s WHERE stamped IS NOT NULL AND stamped <= ? "
-                "AND NOT EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = s.path) "
+                "AND NOT EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = s.id) "
                 "ORDER BY path",
                 (cutoff,),
             ),
@@ -766,8 +801,8 @@ class SQLBackend(Backend):
                 lambda tx: (
                     tx.execute(
                         "DELETE FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
-                        "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ?)",
-                        (path, path),
+                        "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
+                        (path,),
                     ).rowcount
                 ),
             )
@@ -812,7 +847,9 @@ class SQLBackend(Backend):
         """Paths of segments that at least one write references."""
         rows = self._run(
             "listing referenced segments",
-            lambda tx: tx.all("SELECT DISTINCT segment FROM ckpt_writes WHERE segment IS NOT NULL"),
+            lambda tx: tx.all(
+                "SELECT DISTINCT s.path FROM ckpt_writes w JOIN ckpt_segments s ON s.id = w.segment"
+            ),
             write=False,
         )
         return {path for (path,) in rows}

@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS ckpt_writes (
     rows INTEGER NOT NULL,
     attempt TEXT NOT NULL,
     created REAL NOT NULL,
-    segment TEXT,
+    segment INTEGER,
     seg_offset INTEGER,
     seg_length INTEGER
 );
@@ -66,7 +66,8 @@ CREATE INDEX IF NOT EXISTS ckpt_writes_chain
     ON ckpt_writes (op, committed, key_group, version);
 CREATE INDEX IF NOT EXISTS ckpt_writes_segment ON ckpt_writes (segment);
 CREATE TABLE IF NOT EXISTS ckpt_segments (
-    path TEXT PRIMARY KEY,
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
     created REAL NOT NULL,
     bytes INTEGER NOT NULL,
     stamped REAL
