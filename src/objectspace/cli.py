@@ -10,7 +10,6 @@ traceback only under ``--debug``. The work is done by :mod:`objectspace.inspecti
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -184,8 +183,7 @@ def _bench(args: argparse.Namespace) -> int:
             *(["--quick"] if args.quick else []),
             *args.names,
         ]
-        env = dict(os.environ)
-        done = subprocess.run(command, cwd=root, env=env, check=False)
+        done = subprocess.run(command, cwd=root, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(command[1:])}` failed with exit code {done.returncode}")
     results = root / "benchmarks" / "results.json"

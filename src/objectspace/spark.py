@@ -49,6 +49,7 @@ from objectspace.checkpoint import (
 from objectspace.errors import CheckpointError, ObjectSpaceError
 from objectspace.keygroups import KeyGroups, spark_instance_expr
 from objectspace.operators.state import KeyState
+from objectspace.spark_state import read_state
 from objectspace.storage.versioned import OperatorInfo
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["BatchStats", "StatefulRunner", "TaskStats", "local_session"]
+__all__ = ["BatchStats", "StatefulRunner", "TaskStats", "local_session", "read_state"]
 
 logger = logging.getLogger(__name__)
 

@@ -558,8 +558,11 @@ class SegmentBackend(Backend):
         known = self.catalog.segments()
         if dry_run:
             referenced = self.catalog.referenced_segments()
-            stats.stamped = sum(1 for p, _, s in known if s is None and p not in referenced)
+            fresh = [p for p, _, s in known if s is None and p not in referenced]
+            stats.stamped = len(fresh)
             stats.deleted = self.catalog.collectable_segments(grace_seconds, when)
+            if grace_seconds <= 0:  # a real pass would stamp and delete these at once
+                stats.deleted = sorted({*stats.deleted, *fresh})
         else:
             stats.stamped = self.catalog.stamp_unreferenced(when)
             fs = self.fs
