@@ -66,9 +66,7 @@ StorageFactory = Callable[[], str]
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "file", "s3"])
-def any_storage_url(
-    request: pytest.FixtureRequest, tmp_path: os.PathLike[str]
-) -> str:
+def any_storage_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> str:
     """A storage URL for each backend of the contract suite."""
     kind = request.param
     base = os.fspath(tmp_path)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import functools
 import json
 import pickle
+import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -51,6 +53,13 @@ class Serializer:
     def loads(self, data: bytes) -> Any:
         raise NotImplementedError
 
+    @property
+    def raw_loads(self) -> Callable[[bytes], Any]:
+        """:meth:`loads` without the error translation, for bulk decoding: it may raise any
+        exception on bad bytes, which the caller must translate (restore does, naming the
+        object)."""
+        return self.loads
+
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other)
 
@@ -79,10 +88,20 @@ class MsgpackSerializer(Serializer):
     name = "msgpack"
 
     def __init__(self) -> None:
-        self._packer = msgpack.Packer(
+        # Top-level values go through one Packer per thread (a Packer is not thread-safe);
+        # extension values pack their elements with a fresh packer, because the default
+        # hook runs inside the outer Packer's pack() and must not re-enter it.
+        self._local = threading.local()
+        self._pack: Callable[[Any], bytes] = functools.partial(
+            msgpack.packb, default=self._default, use_bin_type=True, strict_types=True
+        )
+
+    def _packer(self) -> msgpack.Packer:
+        packer = msgpack.Packer(
             default=self._default, use_bin_type=True, strict_types=True, autoreset=True
         )
-        self._pack: Callable[[Any], bytes] = self._packer.pack
+        self._local.packer = packer
+        return packer
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -121,8 +140,14 @@ class MsgpackSerializer(Serializer):
 
     def dumps(self, value: Any) -> bytes:
         try:
-            return self._pack(value)
+            packer = self._local.packer
+        except AttributeError:
+            packer = self._packer()
+        try:
+            data: bytes = packer.pack(value)
+            return data
         except (TypeError, OverflowError, ValueError) as exc:
+            packer.reset()
             raise SerializationError(f"msgpack cannot encode {_describe(value)}: {exc}") from exc
 
     def loads(self, data: bytes) -> Any:
@@ -130,6 +155,10 @@ class MsgpackSerializer(Serializer):
             return _unpackb(data)
         except Exception as exc:
             raise SerializationError(f"msgpack cannot decode {len(data)} bytes: {exc}") from exc
+
+    @property
+    def raw_loads(self) -> Callable[[bytes], Any]:
+        return _RAW_UNPACKB
 
 
 def _unpack_all(data: bytes) -> list[Any]:
@@ -162,6 +191,10 @@ _UNPACK_OPTIONS: dict[str, Any] = {
 
 def _unpackb(data: bytes) -> Any:
     return msgpack.unpackb(data, **_UNPACK_OPTIONS)
+
+
+# One C-level call per value (no Python frame): what bulk restores use.
+_RAW_UNPACKB: Callable[[bytes], Any] = functools.partial(msgpack.unpackb, **_UNPACK_OPTIONS)
 
 
 class JsonSerializer(Serializer):

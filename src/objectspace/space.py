@@ -279,13 +279,18 @@ class ObjectSpace:
 
     @classmethod
     def load(cls, reader: StateReader, serializer: Serializer | None = None) -> ObjectSpace:
-        """A space restored from ``reader``, every object clean."""
+        """A space restored from ``reader``, every object clean.
+
+        Raises :class:`~objectspace.CorruptStateError` naming the object whose stored state
+        cannot be decoded or is incomplete.
+        """
         space = cls(serializer)
-        loads = space._serializer.loads
+        checked = space._serializer.loads
+        loads = space._serializer.raw_loads
         for raw_id, raw_kind in reader.items(INDEX_TABLE):
             object_id = raw_id.decode("utf-8")
             try:
-                kind = loads(raw_kind)["kind"]
+                kind = checked(raw_kind)["kind"]
                 obj_cls = KINDS[kind]
             except (KeyError, TypeError, SerializationError) as exc:
                 raise CorruptStateError(
@@ -293,6 +298,11 @@ class ObjectSpace:
                 ) from exc
             try:
                 space._objects[object_id] = obj_cls._load(space, object_id, reader, loads)
-            except SerializationError as exc:
-                raise SerializationError(f"cannot load {kind} {object_id!r}: {exc}") from exc
+            except CorruptStateError:
+                raise
+            except Exception as exc:
+                raise CorruptStateError(
+                    f"cannot load {kind} {object_id!r}: its stored state cannot be decoded "
+                    f"with {type(space._serializer).__name__} ({type(exc).__name__}: {exc})"
+                ) from exc
         return space

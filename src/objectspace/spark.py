@@ -320,7 +320,20 @@ class StatefulRunner:
                 f"retain must keep at least 2 checkpoints (replays need the one "
                 f"before the last), not {retain}"
             )
+        if self.storage.url.startswith("memory://"):
+            raise ValueError(
+                "memory:// storage lives in one process, and Spark runs tasks in other "
+                "processes: use sqlite:///, postgresql:// or segment files"
+            )
         self.job = self.storage.job(job)
+        others = [o.name for o in self.job.operators() if o.name != operator]
+        if others:
+            raise ValueError(
+                f"cannot run operator {operator!r} in job {job!r}, which already has "
+                f"operator(s) {others}: a StatefulRunner commits its job's checkpoints, so "
+                "give each runner its own job, or combine operators in one runner with "
+                "objectspace.operators.chain"
+            )
         self.operator = self.job.operator(
             operator, max_key_groups, schema_version=schema_version, compaction=compaction
         )
@@ -359,22 +372,23 @@ class StatefulRunner:
         return full, to_arrow_schema(full)
 
     def _plan_base(self, checkpoint_id: int) -> tuple[int | None, bool]:
-        committed = self.job.checkpoints()
+        """The checkpoint this batch runs on top of, and whether it is a replay."""
+        infos = {c.checkpoint_id: c for c in self.job.checkpoint_info()}
         last = self.job.last_checkpoint()
         if last is None or checkpoint_id > last:
             return last, False
-        if checkpoint_id in committed:
-            before = [c for c in committed if c < checkpoint_id]
-            if not before and committed and committed[0] != checkpoint_id:
-                raise CheckpointError(
-                    f"cannot replay checkpoint {checkpoint_id} of job {self.job.name!r}: the "
-                    "checkpoint before it is no longer retained"
-                )
-            return (before[-1] if before else None), True
-        raise CheckpointError(
-            f"cannot run checkpoint {checkpoint_id} of job {self.job.name!r}: checkpoint "
-            f"{last} is already committed and {checkpoint_id} was never committed"
-        )
+        info = infos.get(checkpoint_id)
+        if info is None:
+            raise CheckpointError(
+                f"cannot run checkpoint {checkpoint_id} of job {self.job.name!r}: checkpoint "
+                f"{last} is already committed and {checkpoint_id} is not a retained one"
+            )
+        if info.base is not None and info.base not in infos:
+            raise CheckpointError(
+                f"cannot replay checkpoint {checkpoint_id} of job {self.job.name!r}: it was "
+                f"made on top of checkpoint {info.base}, which is no longer retained"
+            )
+        return info.base, True
 
     def process(
         self, df: DataFrame, checkpoint_id: int, *, parallelism: int | None = None

@@ -32,12 +32,6 @@ class PersistedArray(PersistedObject):
     def __len__(self) -> int:
         return len(self._data)
 
-    def _index(self, index: int) -> int:
-        n = len(self._data)
-        if not -n <= index < n:
-            raise IndexError(f"array {self._id!r} index {index} out of range (length {n})")
-        return index + n if index < 0 else index
-
     @overload
     def __getitem__(self, index: int) -> Any: ...
     @overload
@@ -57,9 +51,18 @@ class PersistedArray(PersistedObject):
         """Assign one slot. O(1)."""
         if not self._registered:
             self._touch()
-        i = self._index(index)
-        self._data[i] = value
-        self._dirty.add(i)
+        if type(index) is not int:
+            if not isinstance(index, int):
+                raise TypeError(f"array {self._id!r} indices are ints, not {type(index).__name__}")
+            index = int(index)
+        data = self._data
+        try:
+            data[index] = value
+        except IndexError:
+            raise IndexError(
+                f"array {self._id!r} index {index} out of range (length {len(data)})"
+            ) from None
+        self._dirty.add(index if index >= 0 else index + len(data))
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._data)
@@ -95,12 +98,12 @@ class PersistedArray(PersistedObject):
         raw = reader.get(f"state/item/{object_id}/metadata", b"length")
         if raw is None:
             raise CorruptStateError(f"array {object_id!r} has no stored length")
-        data: list[Any] = [None] * loads(raw)
+        n = loads(raw)
+        rows = reader.table(f"state/item/{object_id}/items")
         try:
-            for key, value in reader.items(f"state/item/{object_id}/items"):
-                data[int(key)] = loads(value)
-        except (ValueError, IndexError) as exc:
-            raise CorruptStateError(f"array {object_id!r} has a bad slot: {exc}") from exc
+            data = [loads(rows[b"%d" % i]) for i in range(n)]
+        except KeyError as exc:
+            raise CorruptStateError(f"array {object_id!r} misses slot {exc} of {n}") from None
         return cls(space, object_id, data)
 
     def __repr__(self) -> str:

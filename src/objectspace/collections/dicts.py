@@ -43,9 +43,9 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
 
     def __delitem__(self, key: Any) -> None:
         """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row."""
-        del self._data[key]
         if not self._registered:
             self._touch()
+        del self._data[key]
         self._dirty.add(key)
 
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
@@ -107,7 +107,8 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
     def _load_items(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> Iterator[tuple[Any, Any]]:
-        return ((loads(k), loads(v)) for k, v in reader.items(f"state/item/{object_id}/items"))
+        rows = reader.table(f"state/item/{object_id}/items")
+        return zip(map(loads, rows.keys()), map(loads, rows.values()), strict=True)
 
 
 class PersistedDict(_DictBase):

@@ -56,26 +56,24 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
         """Assign a slot, O(1); or a slice, O(n - start) when its length changes."""
         if isinstance(index, slice):
             old_len = len(self._data)
+            self._edit()
             self._data[index] = value
-            if not self._registered:
-                self._touch()
-            self._meta = True
             if len(self._data) == old_len:
                 self._dirty.update(range(*index.indices(old_len)))
             else:  # only a step-1 slice can change the length: later slots shift
                 self._from = min(self._from, index.indices(old_len)[0])
             return
-        n = len(self._data)
-        self._data[index] = value
         if not self._registered:
             self._touch()
+        n = len(self._data)
+        self._data[index] = value
         self._dirty.add(index + n if index < 0 else index)
 
     def __delitem__(self, index: int | slice) -> None:
         """Delete a slot or slice. O(n - i): the slots after it shift."""
         old_len = len(self._data)
-        del self._data[index]
         self._edit()
+        del self._data[index]
         if isinstance(index, slice):
             affected = range(*index.indices(old_len))
             start = min(affected) if affected else old_len
@@ -86,8 +84,8 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
     def insert(self, index: int, value: Any) -> None:
         """Insert before ``index`` (clamped like ``list.insert``). O(n - index)."""
         n = len(self._data)
-        self._data.insert(index, value)
         self._edit()
+        self._data.insert(index, value)
         if index < 0:
             index = max(0, index + n)
         if index >= n:
@@ -107,18 +105,24 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
     def extend(self, values: Iterable[Any]) -> None:
         """Append every value. O(k)."""
         data = self._data
+        if values is self or values is data:
+            values = list(data)  # extending with itself: iterate over a copy, like list
+        if not self._registered:
+            self._touch()
         start = len(data)
         data.extend(values)
         if len(data) != start:
-            self._edit()
+            self._meta = True
             self._dirty.update(range(start, len(data)))
 
     def pop(self, index: int = -1) -> Any:
         """Remove and return the value at ``index`` (the last by default). O(1) at the end."""
         data = self._data
         n = len(data)
+        if not self._registered:
+            self._touch()
         value = data.pop(index)
-        self._edit()
+        self._meta = True
         i = index + n if index < 0 else index
         if i == n - 1:
             self._dirty.add(i)
@@ -138,14 +142,14 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
 
     def sort(self, *, key: Callable[[Any], Any] | None = None, reverse: bool = False) -> None:
         """Sort in place, like ``list.sort``. O(n log n); rewrites every slot."""
-        self._data.sort(key=key, reverse=reverse)
         self._edit()
+        self._data.sort(key=key, reverse=reverse)
         self._from = 0
 
     def reverse(self) -> None:
         """Reverse in place. O(n); rewrites every slot."""
-        self._data.reverse()
         self._edit()
+        self._data.reverse()
         self._from = 0
 
     def __iter__(self) -> Iterator[Any]:
@@ -229,13 +233,9 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
         if raw is None:
             raise CorruptStateError(f"list {object_id!r} has no stored length")
         n = loads(raw)
-        data: list[Any] = [None] * n
-        filled = bytearray(n)
-        for key, value in reader.items(f"state/item/{object_id}/items"):
-            i = int(key)
-            if i < n:
-                data[i] = loads(value)
-                filled[i] = 1
-        if n and filled.count(0):
-            raise CorruptStateError(f"list {object_id!r} misses slot {filled.index(0)} of {n}")
+        rows = reader.table(f"state/item/{object_id}/items")
+        try:
+            data = [loads(rows[b"%d" % i]) for i in range(n)]
+        except KeyError as exc:
+            raise CorruptStateError(f"list {object_id!r} misses slot {exc} of {n}") from None
         return cls(space, object_id, data)

@@ -46,6 +46,11 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         self._cleared = True
         self._dirty = set()
 
+    @classmethod
+    def _from_iterable(cls, values: Iterable[Any]) -> set[Any]:
+        # The results of &, |, - and ^ are plain sets, not new persisted objects.
+        return set(values)
+
     def update(self, values: Iterable[Any]) -> None:
         """Add every value."""
         for value in values:
@@ -84,7 +89,7 @@ class _SetBase(PersistedObject, MutableSet[Any]):
     def _load_elements(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> list[Any]:
-        return [loads(k) for k in reader.keys(f"state/item/{object_id}/items")]
+        return list(map(loads, reader.keys(f"state/item/{object_id}/items")))
 
 
 class PersistedSet(_SetBase):

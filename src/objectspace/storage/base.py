@@ -63,6 +63,8 @@ class Deleted:
 
 DELETED: Final = Deleted()
 
+_EMPTY: Mapping[bytes, bytes] = {}
+
 
 @dataclass
 class WriteStats:
@@ -121,9 +123,10 @@ class StateWriter(ABC):
         self.stats = WriteStats()
 
     def _table(self, table: str) -> TableChanges:
+        if self.status is not WriterStatus.OPEN:
+            self._check_open()
         changes = self.changes.get(table)
         if changes is None:
-            self._check_open()
             changes = self.changes[table] = TableChanges()
         return changes
 
@@ -214,6 +217,10 @@ class StateReader(ABC):
     def items(self, table: str) -> Iterator[tuple[bytes, bytes]]:
         """Rows of ``table`` in no particular order (none for a missing table)."""
 
+    def table(self, table: str) -> Mapping[bytes, bytes]:
+        """Every row of ``table`` as a mapping (empty for a missing table); read-only."""
+        return dict(self.items(table))
+
     def keys(self, table: str) -> Iterator[bytes]:
         """Keys of ``table``."""
         return (key for key, _ in self.items(table))
@@ -242,8 +249,14 @@ class DictReader(StateReader):
     def items(self, table: str) -> Iterator[tuple[bytes, bytes]]:
         return iter(self._tables.get(table, {}).items())
 
+    def table(self, table: str) -> Mapping[bytes, bytes]:
+        return self._tables.get(table, _EMPTY)
+
+    def keys(self, table: str) -> Iterator[bytes]:
+        return iter(self._tables.get(table, _EMPTY))
+
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self._tables.get(table, {}).get(key)
+        return self._tables.get(table, _EMPTY).get(key)
 
     def dump(self) -> dict[str, dict[bytes, bytes]]:
         return {name: dict(rows) for name, rows in self._tables.items()}

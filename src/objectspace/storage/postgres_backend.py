@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS ckpt_checkpoints (
     writes INTEGER NOT NULL,
     bytes BIGINT NOT NULL,
     full_writes INTEGER NOT NULL,
+    base BIGINT,
     PRIMARY KEY (job, checkpoint)
 );
 CREATE TABLE IF NOT EXISTS ckpt_writes (

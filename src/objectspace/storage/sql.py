@@ -542,8 +542,8 @@ class SQLBackend(Backend):
                 "UPDATE ckpt_jobs SET last_checkpoint = ? WHERE id = ?", (checkpoint_id, job_id)
             )
             tx.execute(
-                "INSERT INTO ckpt_checkpoints VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, checkpoint_id, time.time(), len(ids), total_bytes, full_writes),
+                "INSERT INTO ckpt_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, checkpoint_id, time.time(), len(ids), total_bytes, full_writes, base),
             )
             for name, p in sorted(parallelism.items()):
                 tx.execute(
@@ -569,7 +569,7 @@ class SQLBackend(Backend):
         rows = self._run(
             "listing checkpoints",
             lambda tx: tx.all(
-                "SELECT c.checkpoint, c.committed_at, c.writes, c.bytes, c.full_writes "
+                "SELECT c.checkpoint, c.committed_at, c.writes, c.bytes, c.full_writes, c.base "
                 "FROM ckpt_checkpoints c JOIN ckpt_jobs j ON j.id = c.job WHERE j.name = ? "
                 "ORDER BY c.checkpoint",
                 (job,),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import Any
 
 from objectspace.errors import StorageError
@@ -130,17 +131,19 @@ class SQLiteStore(Store):
         return _SQLiteWriter(self, kind)
 
     def reader(self) -> StateReader:
+        """A snapshot of every table, read in one transaction (rows in key order)."""
         with self._lock:
             conn = self.connection
-            rows = conn.execute(
-                "SELECT t.name, r.key, r.value FROM space_rows r JOIN space_tables t ON t.id = r.tbl"
-            ).fetchall()
+            conn.execute("BEGIN")
+            try:
+                names = dict(conn.execute("SELECT id, name FROM space_tables").fetchall())
+                rows = conn.execute("SELECT tbl, key, value FROM space_rows").fetchall()
+            finally:
+                conn.execute("COMMIT")
         tables: dict[str, dict[bytes, bytes]] = {}
-        for name, key, value in rows:
-            table = tables.get(name)
-            if table is None:
-                table = tables[name] = {}
-            table[key] = value
+        # Rows come in primary-key order, so each table's rows are one run.
+        for tid, run in groupby(rows, key=itemgetter(0)):
+            tables[names[tid]] = {key: value for _, key, value in run}
         return DictReader(tables)
 
 

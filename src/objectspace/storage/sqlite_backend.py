@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS ckpt_checkpoints (
     writes INTEGER NOT NULL,
     bytes INTEGER NOT NULL,
     full_writes INTEGER NOT NULL,
+    base BIGINT,
     PRIMARY KEY (job, checkpoint)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ckpt_writes (

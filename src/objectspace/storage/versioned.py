@@ -71,6 +71,7 @@ class CheckpointInfo:
     writes: int
     bytes: int
     full_writes: int
+    base: int | None = None  # the checkpoint it was made on top of
 
 
 @dataclass(frozen=True)

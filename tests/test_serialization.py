@@ -1,0 +1,304 @@
+"""Serializers: every supported value round-trips with its Python type, alone and in a space."""
+
+from __future__ import annotations
+
+import datetime as dt
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import objectspace as osp
+
+UTC = dt.UTC
+IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
+
+
+def canon(value: Any) -> Any:
+    """A hashable form of ``value`` that keeps every type (``1`` ≠ ``1.0`` ≠ ``True``)."""
+    if isinstance(value, list):
+        return ("list", tuple(canon(v) for v in value))
+    if isinstance(value, tuple):
+        return ("tuple", tuple(canon(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((canon(k), canon(v)) for k, v in value.items()))
+    if isinstance(value, set | frozenset):
+        return (type(value).__name__, frozenset(canon(v) for v in value))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if isinstance(value, dt.datetime | dt.date):
+        return (type(value).__name__, value.isoformat())
+    return (type(value).__name__, value)
+
+
+def assert_same(actual: Any, expected: Any) -> None:
+    assert canon(actual) == canon(expected), (actual, expected)
+    assert actual == expected
+
+
+# Values every serializer round-trips (JSON refuses the infinities, tested separately).
+ROUND_TRIP: dict[str, Any] = {
+    "none": None,
+    "true": True,
+    "false": False,
+    "zero": 0,
+    "int64-min": -(2**63),
+    "int64-max": 2**63 - 1,
+    "float": 1.5,
+    "negative-zero": -0.0,
+    "float-big": 1.7976931348623157e308,
+    "float-tiny": 5e-324,
+    "str-empty": "",
+    "str": "text ü 🙂 \x00",
+    "bytes-empty": b"",
+    "bytes": b"\x00\xff binary",
+    "tuple-empty": (),
+    "tuple": (1, "a", None),
+    "list-empty": [],
+    "list": [1, "a", 2.5, None, True],
+    "dict-empty": {},
+    "dict": {"a": 1, "b": [1, 2]},
+    "dict-int-keys": {1: "x", -2: "y"},
+    "dict-mixed-keys": {1: "int", "1": "str", b"1": "bytes"},
+    "dict-tuple-keys": {(1, 2): "t", ("a", (b"b",)): "nested"},
+    "dict-dollar-key": {"$tuple": [1, 2]},
+    "datetime-naive": dt.datetime(2024, 2, 29, 23, 59, 58, 123456),
+    "datetime-utc": dt.datetime(2024, 1, 1, 12, 0, tzinfo=UTC),
+    "datetime-offset": dt.datetime(1999, 12, 31, 23, 0, 1, tzinfo=IST),
+    "date": dt.date(2020, 1, 31),
+    "tuple-of-tuples": ((1, 2), (3, (4,))),
+    "tuple-holding-list": (1, [2, 3], {"k": "v"}),
+    "list-of-tuples": [(1, 2), (3, 4)],
+    "dict-of-tuples": {"a": (1,), "b": ("x", "y")},
+    "list-of-datetimes": [dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 2, tzinfo=UTC)],
+    "set-in-list": [{1, 2}, frozenset({"a"})],
+    "nested": {
+        "list": [1, (2, 3), {"x": b"y"}],
+        (1, "k"): [None, True, [(), [()]]],
+        "deep": {"deeper": {"deepest": (b"\x01", dt.date(2000, 1, 1))}},
+    },
+}
+
+SERIALIZERS = {
+    "msgpack": osp.MsgpackSerializer(),
+    "json": osp.JsonSerializer(),
+    "pickle": osp.PickleSerializer(),
+}
+
+
+@pytest.mark.parametrize("serializer", SERIALIZERS.values(), ids=SERIALIZERS.keys())
+@pytest.mark.parametrize("value", ROUND_TRIP.values(), ids=ROUND_TRIP.keys())
+def test_round_trip_keeps_the_type(serializer: osp.Serializer, value: Any) -> None:
+    data = serializer.dumps(value)
+    assert isinstance(data, bytes)
+    assert_same(serializer.loads(data), value)
+    assert serializer.dumps(value) == data  # deterministic
+
+
+@pytest.mark.parametrize("serializer", SERIALIZERS.values(), ids=SERIALIZERS.keys())
+def test_aware_datetime_keeps_its_offset(serializer: osp.Serializer) -> None:
+    value = dt.datetime(2021, 6, 1, 8, 30, tzinfo=IST)
+    back = serializer.loads(serializer.dumps(value))
+    assert back == value
+    assert back.utcoffset() == dt.timedelta(hours=5, minutes=30)
+    naive = serializer.loads(serializer.dumps(dt.datetime(2021, 6, 1, 8, 30)))
+    assert naive.tzinfo is None
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+@pytest.mark.parametrize("name", ["msgpack", "pickle"])
+def test_infinities_round_trip_in_binary_serializers(name: str, value: float) -> None:
+    serializer = SERIALIZERS[name]
+    assert serializer.loads(serializer.dumps(value)) == value
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [float("-inf")]])
+def test_json_refuses_what_json_cannot_express(value: Any) -> None:
+    with pytest.raises(osp.SerializationError):
+        osp.JsonSerializer().dumps(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2**64, -(2**63) - 1, 2**100, [1, 2**64], {"k": -(2**70)}],
+    ids=["2**64", "-2**63-1", "2**100", "in-list", "in-dict"],
+)
+def test_msgpack_refuses_ints_beyond_64_bits(value: Any) -> None:
+    with pytest.raises(osp.SerializationError):
+        osp.MsgpackSerializer().dumps(value)
+
+
+class Opaque:
+    """An arbitrary object no serializer but pickle understands."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque)
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("name", ["msgpack", "json"])
+@pytest.mark.parametrize(
+    "value",
+    [object(), Opaque(), [1, Opaque()], {"k": object()}, {Opaque(): 1}, (1, object())],
+    ids=["object", "opaque", "in-list", "in-dict", "as-key", "in-tuple"],
+)
+def test_arbitrary_objects_raise_serialization_error(name: str, value: Any) -> None:
+    with pytest.raises(osp.SerializationError):
+        SERIALIZERS[name].dumps(value)
+
+
+def test_pickle_handles_arbitrary_objects_but_not_unpicklable_ones() -> None:
+    serializer = osp.PickleSerializer()
+    assert serializer.loads(serializer.dumps(Opaque())) == Opaque()
+    with pytest.raises(osp.SerializationError):
+        serializer.dumps(lambda: None)
+
+
+BAD_BYTES = [
+    ("msgpack", b""),
+    ("msgpack", b"\xc1"),  # a type byte msgpack never uses
+    ("msgpack", b"\x92\x01"),  # an array of two holding one value
+    ("msgpack", b"\x01\x02"),  # two values where one is expected
+    ("json", b""),
+    ("json", b"{not json"),
+    ("json", b"\xff\xfe"),
+    ("pickle", b""),
+    ("pickle", b"\x80\x05garbage"),
+]
+
+
+@pytest.mark.parametrize(("name", "data"), BAD_BYTES)
+def test_undecodable_bytes_raise_serialization_error(name: str, data: bytes) -> None:
+    with pytest.raises(osp.SerializationError):
+        SERIALIZERS[name].loads(data)
+
+
+def test_serializers_pickle_and_compare_by_type() -> None:
+    for serializer in SERIALIZERS.values():
+        copy = pickle.loads(pickle.dumps(serializer))
+        assert copy == serializer and hash(copy) == hash(serializer)
+        assert copy.loads(copy.dumps((1, "x"))) == (1, "x")
+    assert osp.MsgpackSerializer() != osp.JsonSerializer()
+    assert osp.JsonSerializer() != osp.PickleSerializer()
+
+
+def test_equal_keys_encode_to_equal_bytes() -> None:
+    for serializer in (osp.MsgpackSerializer(), osp.JsonSerializer()):
+        assert serializer.dumps((1, "a")) == serializer.dumps((1, "a"))
+        assert serializer.dumps("k") != serializer.dumps(b"k")
+        assert serializer.dumps(1) != serializer.dumps("1")
+
+
+# -- the same values, through a space saved to SQLite -------------------------------------------
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[osp.SQLiteStore]:
+    store = osp.SQLiteStore(tmp_path / "values.db")
+    yield store
+    store.close()
+
+
+@pytest.mark.parametrize("serializer", SERIALIZERS.values(), ids=SERIALIZERS.keys())
+@pytest.mark.parametrize("value", ROUND_TRIP.values(), ids=ROUND_TRIP.keys())
+def test_values_round_trip_through_a_space_in_sqlite(
+    sqlite_store: osp.SQLiteStore, serializer: osp.Serializer, value: Any
+) -> None:
+    space = osp.ObjectSpace(serializer)
+    space.create_value("value", value)
+    space.create_list("list").extend([value, value])
+    space.create_queue("queue").enqueue(value)
+    space.create_dict("dict")["k"] = value
+    space.checkpoint(sqlite_store)
+    restored = osp.ObjectSpace.load(sqlite_store.reader(), serializer=type(serializer)())
+    assert_same(restored.get_value("value").value, value)
+    assert_same(list(restored.get_list("list")), [value, value])
+    assert_same(list(restored.get_queue("queue")), [value])
+    assert_same(restored.get_dict("dict")["k"], value)
+
+
+@pytest.mark.parametrize("serializer", SERIALIZERS.values(), ids=SERIALIZERS.keys())
+def test_every_value_at_once_through_sqlite_with_differential_edits(
+    sqlite_store: osp.SQLiteStore, serializer: osp.Serializer
+) -> None:
+    space = osp.ObjectSpace(serializer)
+    values = list(ROUND_TRIP.values())
+    lst = space.create_list("all")
+    space.checkpoint(sqlite_store)
+    lst.extend(values)  # a differential checkpoint of the new slots
+    d = space.create_dict("keys")
+    for i, value in enumerate(values):
+        try:
+            hash(value)
+        except TypeError:
+            continue  # lists, dicts, sets, and tuples holding them
+        d[value] = i
+    space.checkpoint(sqlite_store)
+    restored = osp.ObjectSpace.load(sqlite_store.reader(), serializer=type(serializer)())
+    assert_same(list(restored.get_list("all")), values)
+    assert_same(dict(restored.get_dict("keys")), dict(d.items()))
+
+
+# -- property tests ---------------------------------------------------------------------------
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.datetimes(),
+    st.datetimes(
+        timezones=st.integers(-23 * 60 + 1, 23 * 60 - 1).map(
+            lambda m: dt.timezone(dt.timedelta(minutes=m))
+        )
+    ),
+    st.dates(),
+)
+HASHABLE = st.recursive(
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5), st.binary(max_size=5)),
+    lambda inner: st.lists(inner, max_size=3).map(tuple),
+    max_leaves=5,
+)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(HASHABLE, inner, max_size=4),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    )
+
+
+RECURSIVE = st.recursive(
+    SCALARS | st.frozensets(st.integers(-(2**63), 2**63 - 1), max_size=3),
+    _containers,
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(RECURSIVE)
+def test_msgpack_round_trips_recursive_values(value: Any) -> None:
+    serializer = osp.MsgpackSerializer()
+    assert_same(serializer.loads(serializer.dumps(value)), value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        SCALARS.filter(lambda v: not (isinstance(v, float) and v in (float("inf"), float("-inf")))),
+        _containers,
+        max_leaves=12,
+    )
+)
+def test_json_round_trips_recursive_values(value: Any) -> None:
+    serializer = osp.JsonSerializer()
+    assert_same(serializer.loads(serializer.dumps(value)), value)
