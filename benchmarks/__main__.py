@@ -1,6 +1,7 @@
 """Run every benchmark in sequence: ``python -m benchmarks [--quick] [--no-record] [NAME ...]``.
 
-NAME picks a subset (``buffer``, ``mutation``, ``checkpoint``, ``restore``); the other flags
+NAME picks a subset (``buffer``, ``mutation``, ``checkpoint``, ``restore``, ``keygroups``,
+``segments``, ``spark``); the other flags
 are passed to each benchmark (see ``python -m benchmarks.bench_buffer --help``).
 """
 
@@ -11,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-NAMES = ("buffer", "mutation", "checkpoint", "restore")
+NAMES = ("buffer", "mutation", "checkpoint", "restore", "keygroups", "segments", "spark")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

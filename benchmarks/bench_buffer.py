@@ -39,6 +39,7 @@ from benchmarks.common import (
     sqlite_size,
     status,
     temp_dir,
+    write_results,
 )
 from objectspace.storage.sqlite import connect_sqlite
 
@@ -65,6 +66,7 @@ class RunResult:
     emitted: int = 0
     final: dict[str, list[float]] = field(default_factory=dict)
     cpu_seconds: float = 0.0
+    per_checkpoint: list[int] = field(default_factory=list)
 
 
 def make_events(keys: Sequence[str], checkpoints: int, seed: int = 42) -> Events:
@@ -91,6 +93,7 @@ def run_objectspace(
     total = osp.WriteStats()
     emitted: list[list[float]] = []
     checkpoint_seconds = 0.0
+    per_checkpoint: list[int] = []
     for interval in events:
         for key, value in interval:
             buf = get_list(key)
@@ -99,8 +102,10 @@ def run_objectspace(
                 emitted.append(buf[:])
                 buf.clear()
         t = perf()
-        total += space.checkpoint(store)
+        stats = space.checkpoint(store)
         checkpoint_seconds += perf() - t
+        total += stats
+        per_checkpoint.append(stats.bytes_written)
     seconds = perf() - start
     cpu_seconds = time.process_time() - cpu_start
     result = RunResult(
@@ -111,6 +116,7 @@ def run_objectspace(
         rows_written=total.items_written,
         rows_deleted=total.items_deleted,
         emitted=len(emitted),
+        per_checkpoint=per_checkpoint,
     )
     if verify:  # outside the timing: read back what the store holds
         restored = osp.ObjectSpace.load(store.reader())
@@ -132,6 +138,7 @@ def run_baseline(path: str, keys: Sequence[str], events: Events) -> RunResult:
     emitted: list[list[float]] = []
     written = rows = 0
     checkpoint_seconds = 0.0
+    per_checkpoint: list[int] = []
     dumps = pickle.dumps
     for interval in events:
         for key, value in interval:
@@ -142,7 +149,8 @@ def run_baseline(path: str, keys: Sequence[str], events: Events) -> RunResult:
                 buf.clear()
         t = perf()
         batch = [(key, dumps(buf)) for key, buf in buffers.items()]
-        written += sum(len(key.encode()) + len(blob) for key, blob in batch)
+        per_checkpoint.append(sum(len(key.encode()) + len(blob) for key, blob in batch))
+        written += per_checkpoint[-1]
         rows += len(batch)
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)", batch)
@@ -161,6 +169,7 @@ def run_baseline(path: str, keys: Sequence[str], events: Events) -> RunResult:
         file_size=sqlite_size(path),
         emitted=len(emitted),
         final=final,
+        per_checkpoint=per_checkpoint,
     )
 
 
@@ -284,6 +293,29 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("(--quick: sizes shrunk, targets not comparable)")
 
     if args.record:
+        write_results(
+            "buffer",
+            {
+                "title": f"Buffer workload: {KEYS:,} keys, {CHECKPOINTS} checkpoints",
+                "designs": [
+                    {
+                        "name": "object space, differential (SQLite)",
+                        "bytes_per_checkpoint": sq.per_checkpoint,
+                        "wall_seconds": sq.seconds,
+                    },
+                    {
+                        "name": "object space, differential (memory)",
+                        "bytes_per_checkpoint": mem.per_checkpoint,
+                        "wall_seconds": mem.seconds,
+                    },
+                    {
+                        "name": "baseline: whole buffer pickled per key (SQLite)",
+                        "bytes_per_checkpoint": base.per_checkpoint,
+                        "wall_seconds": base.seconds,
+                    },
+                ],
+            },
+        )
         body = "\n\n".join(
             [
                 f"{KEYS:,} keys x list buffer of {CAPACITY} (ids `buf/<k>`), {CHECKPOINTS} "

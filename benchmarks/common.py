@@ -220,6 +220,23 @@ def record(
     print(f"[recorded section {section!r} in {path}]")
 
 
+RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
+
+
+def write_results(workload: str, data: dict[str, Any]) -> None:
+    """Store one workload's series in ``benchmarks/results.json`` (what ``objectspace bench``
+    plots; see ``objectspace.plots`` for the shape)."""
+    import json
+
+    results: dict[str, Any] = {}
+    if RESULTS_JSON.exists():
+        results = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
+    results[workload] = data
+    tmp = RESULTS_JSON.with_name(RESULTS_JSON.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, RESULTS_JSON)
+
+
 @contextmanager
 def temp_dir(prefix: str = "osp-bench-") -> Iterator[str]:
     """A temporary folder removed afterwards (for SQLite files)."""
