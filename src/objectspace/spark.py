@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -206,23 +206,60 @@ class _InstanceTask:
         return instance
 
     def __call__(self, group: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        """``applyInArrow``: all rows of one instance."""
+        return self._table(self.run_instance(int(group[0].as_py()), table.to_pylist()))
+
+    def run_partition(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``mapInArrow`` on a batch that Spark holds in one partition: every instance of
+        the batch runs in this task, one after the other, with no shuffle before."""
+        rows: list[dict[str, Any]] = []
+        for batch in batches:
+            rows.extend(batch.to_pylist())
+        by_instance: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_instance.setdefault(row[_INSTANCE], []).append(row)
+        for index in sorted(by_instance):
+            yield from self._table(self.run_instance(index, by_instance[index])).to_batches()
+
+    def _table(self, out: list[dict[str, Any]]) -> pa.Table:
         import pyarrow as pa
 
+        try:
+            return pa.Table.from_pylist(out, schema=self.output_schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise ObjectSpaceError(
+                f"operator {self.info.name!r}: output rows do not fit output_schema "
+                f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
+            ) from exc
+
+    def _order(self, rows: list[dict[str, Any]]) -> None:
+        """Sort one key's rows by order_by; ties (rare) by the whole row, so every attempt
+        of a task sees one order whatever order Spark delivered the rows in."""
+        order = self.order_columns
+
+        def by_order(r: dict[str, Any]) -> tuple[Any, ...]:
+            return tuple((r[c] is None, r[c]) for c in order)
+
+        keys = [by_order(r) for r in rows]
+        if len(set(keys)) == len(keys):
+            rows.sort(key=by_order)
+        else:
+            rows.sort(key=lambda r: (by_order(r), repr(sorted(r.items()))))
+
+    def run_instance(self, index: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run instance ``index`` over its rows; the output rows, then the receipt row."""
         started = time.perf_counter()
-        index = int(group[0].as_py())
         stats = TaskStats(index=index)
         instance = self._instance(index, stats)
-        rows = table.drop_columns([_INSTANCE]).to_pylist()
         stats.rows_in = len(rows)
-        order = self.order_columns
-        # Ties in order_by are broken by the whole row, so every attempt sees one order.
-        rows.sort(key=lambda r: (tuple((r[c] is None, r[c]) for c in order), repr(r)))
         key_columns = self.key_columns
         single = len(key_columns) == 1
+        first = key_columns[0]
         groups: dict[tuple[int, Any], list[dict[str, Any]]] = {}
         for row in rows:
+            del row[_INSTANCE]
             key_group = row.pop(_KG)
-            key = row[key_columns[0]] if single else tuple(row[c] for c in key_columns)
+            key = row[first] if single else tuple(row[c] for c in key_columns)
             bucket = groups.get((key_group, key))
             if bucket is None:
                 bucket = groups[(key_group, key)] = []
@@ -234,21 +271,23 @@ class _InstanceTask:
         for (key_group, key), key_rows in sorted(
             groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))
         ):
+            if len(key_rows) > 1:
+                self._order(key_rows)
             t0 = time.perf_counter()
             space = instance.space(key_group)
             restore += time.perf_counter() - t0
             for produced in self.fn(key, key_rows, KeyState.for_key(space, key)):
                 row = dict(produced)
                 if single:
-                    row.setdefault(key_columns[0], key)
+                    row.setdefault(first, key)
                 else:
                     for column, part in zip(key_columns, key, strict=True):
                         row.setdefault(column, part)
-                extra = row.keys() - names
-                if extra:
+                if not names.issuperset(row):
+                    extra = sorted(row.keys() - names)
                     raise ObjectSpaceError(
                         f"operator {self.info.name!r}: output row {row!r} of key {key!r} has "
-                        f"fields {sorted(extra)} that output_schema does not declare "
+                        f"fields {extra} that output_schema does not declare "
                         f"({', '.join(self.output_schema.names[:-1])})"
                     )
                 out.append(row)
@@ -267,13 +306,7 @@ class _InstanceTask:
         stats.seconds_total = time.perf_counter() - started
         stats.seconds_process = stats.seconds_total - stats.seconds_save - restore
         out.append({_RECEIPT: pickle.dumps((receipt, stats))})
-        try:
-            return pa.Table.from_pylist(out, schema=self.output_schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise ObjectSpaceError(
-                f"operator {self.info.name!r}: output rows do not fit output_schema "
-                f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
-            ) from exc
+        return out
 
 
 class StatefulRunner:
@@ -447,7 +480,12 @@ class StatefulRunner:
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
-        result = routed.groupBy(_INSTANCE).applyInArrow(lambda g, t: task(g, t), struct)
+        if self._single_partition(df):
+            # Small micro-batches often arrive in one partition: run every instance in that
+            # task instead of shuffling the rows to one task per instance.
+            result = routed.mapInArrow(lambda it: task.run_partition(it), struct)
+        else:
+            result = routed.groupBy(_INSTANCE).applyInArrow(lambda g, t: task(g, t), struct)
         result = result.persist(StorageLevel.MEMORY_AND_DISK)
         self._persisted = result
         tasks_started = time.perf_counter()
@@ -492,6 +530,13 @@ class StatefulRunner:
             batch.seconds_total,
         )
         return result.where(F.col(_RECEIPT).isNull()).drop(_RECEIPT)
+
+    @staticmethod
+    def _single_partition(df: DataFrame) -> bool:
+        try:
+            return int(df.rdd.getNumPartitions()) <= 1
+        except Exception:  # e.g. a DataFrame that cannot become an RDD: take the shuffle
+            return False
 
     def foreach_batch(
         self, sink: Callable[[DataFrame, int], None] | None = None
