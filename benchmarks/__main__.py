@@ -1,7 +1,7 @@
 """Run every benchmark in sequence: ``python -m benchmarks [--quick] [--no-record] [NAME ...]``.
 
 NAME picks a subset (``buffer``, ``mutation``, ``checkpoint``, ``restore``, ``keygroups``,
-``segments``, ``spark``); the other flags
+``segments``, ``postgres``, ``spark``); the other flags
 are passed to each benchmark (see ``python -m benchmarks.bench_buffer --help``).
 """
 
@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-NAMES = ("buffer", "mutation", "checkpoint", "restore", "keygroups", "segments", "spark")
+NAMES = ("buffer", "mutation", "checkpoint", "restore", "keygroups", "segments", "postgres", "spark")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
