@@ -30,7 +30,8 @@ Wall time: from ``writeStream...start()`` to ``awaitTermination()`` returning. S
 for StatefulRunner the sum of ``bytes_written`` of every checkpoint (``runner.history``);
 for Spark the total size of the files under ``<checkpointLocation>/state`` right after the
 query ended, with ``spark.sql.streaming.minBatchesToRetain=1000`` so maintenance deletes
-nothing (``.crc`` checksum files included; split by kind in the notes).
+nothing (``.crc`` checksum files included; split by kind in the notes). CPU: CPU seconds
+of the process tree (driver, JVM, Python workers) during the variant, from ``/proc``.
 
     .venv/bin/python -m benchmarks.bench_spark [--quick] [--no-record] [--only NAME ...]
 
@@ -129,6 +130,8 @@ class Result:
     state_updates: float = 0.0
     state_rows_total: int = 0
     split: dict[str, float] = field(default_factory=dict)
+    cpu: float | None = None
+    load: tuple[float, float] = (0.0, 0.0)
     notes: list[str] = field(default_factory=list)
     ok: bool = True
 
@@ -327,6 +330,39 @@ def tree_bytes(root: str) -> tuple[int, dict[str, int]]:
     return total, kinds
 
 
+def tree_cpu_seconds() -> float | None:
+    """CPU seconds used so far by this process and its descendants (the JVM, the Python
+    daemon and its workers), from /proc: utime + stime of every live process of the tree
+    plus cutime + cstime (its children that ended). Linux only; ``None`` elsewhere."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        stats: dict[int, tuple[int, list[str]]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2 :].split()
+            stats[int(entry)] = (int(fields[1]), fields)  # (ppid, fields from state on)
+    except (OSError, ValueError):
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _f) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total = 0
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            f = stats[pid][1]
+            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+        todo.extend(children.get(pid, []))
+    return total / tick
+
+
 def fold_progress(result: Result, query: Any) -> None:
     """Sum the query's progress reports: addBatch, triggerExecution, state store times."""
     batches = 0
@@ -368,15 +404,23 @@ class Bench:
         folder = os.path.join(self.root, f"{work.name}-{variant}")
         os.makedirs(folder)
         checkpoint = os.path.join(folder, "checkpoint")
+        load0 = os.getloadavg()[0]
+        cpu0 = tree_cpu_seconds()
         if variant == "floor":
-            return self.floor(work, checkpoint)
-        if variant in ("sqlite", "segments"):
-            return self.runner(variant, work, folder, checkpoint)
-        if variant == "apiws":
-            return self.apiws(work, checkpoint)
-        if variant == "tws":
-            return self.tws(work, checkpoint)
-        raise ValueError(variant)
+            res = self.floor(work, checkpoint)
+        elif variant in ("sqlite", "segments"):
+            res = self.runner(variant, work, folder, checkpoint)
+        elif variant == "apiws":
+            res = self.apiws(work, checkpoint)
+        elif variant == "tws":
+            res = self.tws(work, checkpoint)
+        else:
+            raise ValueError(variant)
+        cpu1 = tree_cpu_seconds()
+        if cpu0 is not None and cpu1 is not None:
+            res.cpu = cpu1 - cpu0
+        res.load = (load0, os.getloadavg()[0])
+        return res
 
     def floor(self, work: Workload, checkpoint: str) -> Result:
         sink = FloorSink()
@@ -583,6 +627,8 @@ def results_table(results: Sequence[Result], work: Workload) -> str:
         "wall",
         "batches",
         "wall per batch",
+        "CPU (driver + JVM + workers)",
+        "load avg before / after",
         "output rows",
         "output correct",
         "state bytes written",
@@ -610,6 +656,8 @@ def results_table(results: Sequence[Result], work: Workload) -> str:
                 fmt_s(r.wall),
                 r.batches,
                 fmt_s(r.wall / max(1, r.batches)),
+                fmt_s(r.cpu) if r.cpu is not None else "-",
+                f"{r.load[0]:.1f} / {r.load[1]:.1f}",
                 f"{r.output_rows:,}" if r.variant != "floor" else "-",
                 ("yes" if r.ok else "**NO**") if r.variant != "floor" else "-",
                 state,
@@ -849,6 +897,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "plus its length in a ValueState, on RocksDB with changelog checkpointing "
             "(provider confs set with `spark.conf.set` for that query only). Σ addBatch: "
             "Spark's progress reports (the foreachBatch or the stateful plan + sink). "
+            "CPU: CPU seconds of the whole process tree (driver, JVM, Python workers) during "
+            "the variant, from /proc, less sensitive than wall time to other load on a "
+            "shared machine; the load average before and after each variant is shown. "
             f"Figures measured in the issue: {ISSUE_FIGURES}; throughput "
             "applyInPandasWithState 221 s, transformWithStateInPandas 548 s; floor 39 s."
         )

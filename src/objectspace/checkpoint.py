@@ -511,6 +511,16 @@ class Instance:
             space = self._spaces[key_group]
         return space
 
+    def preload(self, key_groups: Iterable[int]) -> None:
+        """Restore the given key groups (of this instance) not loaded yet, reading them in one
+        pass over the range that covers them, rather than one read per key group."""
+        wanted = sorted({g for g in key_groups if g not in self._spaces})
+        if not wanted:
+            return
+        for key_group in (wanted[0], wanted[-1]):
+            self._check(key_group)
+        self._load(range(wanted[0], wanted[-1] + 1))
+
     def load_all(self) -> None:
         """Restore every key group of the range that is not loaded yet."""
         missing = [g for g in self.key_groups if g not in self._spaces]

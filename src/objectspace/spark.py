@@ -265,9 +265,11 @@ class _InstanceTask:
                 bucket = groups[(key_group, key)] = []
             bucket.append(row)
         stats.keys = len(groups)
+        t0 = time.perf_counter()
+        instance.preload({key_group for key_group, _ in groups})
+        restore = time.perf_counter() - t0
         names = set(self.output_schema.names)
         out: list[dict[str, Any]] = []
-        restore = 0.0
         for (key_group, key), key_rows in sorted(
             groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))
         ):

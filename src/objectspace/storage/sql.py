@@ -716,12 +716,19 @@ class SQLBackend(Backend):
             doomed = [
                 wid
                 for (wid,) in tx.all(
-                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
-                    "WHERE o.job = ? AND w.committed = 1 AND EXISTS ("
-                    "  SELECT 1 FROM ckpt_writes f WHERE f.op = w.op "
-                    "  AND f.key_group = w.key_group AND f.committed = 1 AND f.is_full = 1 "
-                    "  AND f.version <= ? AND (f.version > w.version "
-                    "  OR (f.version = w.version AND f.id > w.id)))",
+                    "WITH fulls AS ("
+                    "  SELECT f.op, f.key_group, MAX(f.version) AS v FROM ckpt_writes f "
+                    "  JOIN ckpt_operators o ON o.id = f.op WHERE o.job = ? AND f.committed = 1 "
+                    "  AND f.is_full = 1 AND f.version <= ? GROUP BY f.op, f.key_group"
+                    "), newest AS ("
+                    "  SELECT f.op, f.key_group, f.version, MAX(f.id) AS id FROM ckpt_writes f "
+                    "  JOIN fulls u ON f.op = u.op AND f.key_group = u.key_group "
+                    "  AND f.version = u.v WHERE f.committed = 1 AND f.is_full = 1 "
+                    "  GROUP BY f.op, f.key_group, f.version"
+                    ") "
+                    "SELECT w.id FROM ckpt_writes w JOIN newest n ON w.op = n.op "
+                    "AND w.key_group = n.key_group WHERE w.committed = 1 "
+                    "AND (w.version < n.version OR (w.version = n.version AND w.id < n.id))",
                     (job_id, oldest),
                 )
             ]
