@@ -233,11 +233,13 @@ class SQLBackend(Backend):
     def _intern_tables(self, tx: Tx, names: set[str]) -> dict[str, int]:
         """Ids of ``names`` in ``ckpt_tables``, inserting the missing ones in ``tx``.
 
-        Returns a new mapping: the shared cache learns the new ids only through
-        :meth:`_remember`, after the transaction committed (a retried or rolled-back
-        transaction must not leave ids that do not exist).
+        Returns a new mapping of just ``names`` (O(len(names)), whatever the cache holds):
+        the shared cache learns the new ids only through :meth:`_remember`, after the
+        transaction committed (a retried or rolled-back transaction must not leave ids that
+        do not exist).
         """
-        ids = dict(self._table_ids)
+        cache = self._table_ids
+        ids = {name: cache[name] for name in names if name in cache}
         missing = sorted(name for name in names if name not in ids)
         if missing:
             tx.executemany(
