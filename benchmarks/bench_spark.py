@@ -417,7 +417,8 @@ class Bench:
         else:
             raise ValueError(variant)
         cpu1 = tree_cpu_seconds()
-        if cpu0 is not None and cpu1 is not None:
+        if cpu0 is not None and cpu1 is not None and cpu1 >= cpu0:
+            # Processes that exit during the run take their CPU out of the tree's sum.
             res.cpu = cpu1 - cpu0
         res.load = (load0, os.getloadavg()[0])
         return res
