@@ -12,7 +12,16 @@ import sys
 import time
 from collections.abc import Sequence
 
-NAMES = ("buffer", "mutation", "checkpoint", "restore", "keygroups", "segments", "postgres", "spark")
+NAMES = (
+    "buffer",
+    "mutation",
+    "checkpoint",
+    "restore",
+    "keygroups",
+    "segments",
+    "postgres",
+    "spark",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
