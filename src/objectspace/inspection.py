@@ -117,7 +117,6 @@ import contextlib
 import datetime as _dt
 import difflib
 import json
-import math
 import os
 import re
 import sqlite3
@@ -140,7 +139,7 @@ from objectspace.collections import (
 from objectspace.errors import CheckpointError, StorageError
 from objectspace.keygroups import Key
 from objectspace.operators.state import key_prefix
-from objectspace.serialization import Serializer, serializer_by_name
+from objectspace.serialization import Serializer, serializer_by_name, to_tagged_json
 from objectspace.space import ObjectSpace
 
 if TYPE_CHECKING:
@@ -213,32 +212,7 @@ _SECRET_OPTIONS = frozenset({"secret", "password", "key", "token", "session_toke
 
 def to_json(value: Any) -> Any:
     """``value`` as JSON-able data, with the tags of the module docstring."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
-    if isinstance(value, list):
-        return [to_json(v) for v in value]
-    if isinstance(value, tuple):
-        return {"$tuple": [to_json(v) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value) and not (
-            len(value) == 1 and next(iter(value)).startswith("$")
-        ):
-            return {k: to_json(v) for k, v in value.items()}
-        return {"$dict": [[to_json(k), to_json(v)] for k, v in value.items()]}
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, _dt.datetime):
-        return {"$datetime": value.isoformat()}
-    if isinstance(value, _dt.date):
-        return {"$date": value.isoformat()}
-    if isinstance(value, set | frozenset):
-        tag = "$frozenset" if isinstance(value, frozenset) else "$set"
-        return {tag: sorted((to_json(v) for v in value), key=_canonical)}
-    return {"$repr": repr(value)}
+    return to_tagged_json(value, lenient=True)
 
 
 def _canonical(data: Any) -> str:

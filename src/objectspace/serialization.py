@@ -20,6 +20,7 @@ import base64
 import datetime as _dt
 import functools
 import json
+import math
 import pickle
 import threading
 from collections.abc import Callable
@@ -35,6 +36,7 @@ __all__ = [
     "PickleSerializer",
     "Serializer",
     "serializer_by_name",
+    "to_tagged_json",
 ]
 
 
@@ -212,7 +214,7 @@ class JsonSerializer(Serializer):
     def dumps(self, value: Any) -> bytes:
         try:
             return json.dumps(
-                _to_json(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+                to_tagged_json(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False
             ).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
             raise SerializationError(f"JSON cannot encode {_describe(value)}: {exc}") from exc
@@ -224,30 +226,50 @@ class JsonSerializer(Serializer):
             raise SerializationError(f"JSON cannot decode {len(data)} bytes: {exc}") from exc
 
 
-def _to_json(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, list):
-        return [_to_json(v) for v in value]
-    if isinstance(value, tuple):
-        return {"$tuple": [_to_json(v) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value) and not (
-            len(value) == 1 and next(iter(value)).startswith("$")
-        ):
-            return {k: _to_json(v) for k, v in value.items()}
-        return {"$dict": [[_to_json(k), _to_json(v)] for k, v in value.items()]}
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, _dt.datetime):
-        return {"$datetime": value.isoformat()}
-    if isinstance(value, _dt.date):
-        return {"$date": value.isoformat()}
-    if isinstance(value, frozenset):
-        return {"$frozenset": [_to_json(v) for v in value]}
-    if isinstance(value, set):
-        return {"$set": [_to_json(v) for v in value]}
-    raise TypeError(f"cannot serialize an object of type {type(value).__name__}")
+def to_tagged_json(value: Any, *, lenient: bool = False) -> Any:
+    """``value`` as JSON-able data, with the tags of :class:`JsonSerializer`.
+
+    Set elements are sorted by their JSON text, so equal sets give equal JSON. With
+    ``lenient`` (for display and export, not storage), non-finite floats become
+    ``{"$float": "nan" | "inf" | "-inf"}`` and any other type ``{"$repr": "<repr>"}``
+    instead of a ``TypeError``/``ValueError``.
+    """
+
+    def enc(v: Any) -> Any:
+        if v is None or isinstance(v, bool | int | str):
+            return v
+        if isinstance(v, float):
+            if lenient and not math.isfinite(v):
+                return {"$float": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+            return v
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        if isinstance(v, tuple):
+            return {"$tuple": [enc(x) for x in v]}
+        if isinstance(v, dict):
+            if all(isinstance(k, str) for k in v) and not (
+                len(v) == 1 and next(iter(v)).startswith("$")
+            ):
+                return {k: enc(x) for k, x in v.items()}
+            return {"$dict": [[enc(k), enc(x)] for k, x in v.items()]}
+        if isinstance(v, bytes | bytearray | memoryview):
+            return {"$bytes": base64.b64encode(bytes(v)).decode("ascii")}
+        if isinstance(v, _dt.datetime):
+            return {"$datetime": v.isoformat()}
+        if isinstance(v, _dt.date):
+            return {"$date": v.isoformat()}
+        if isinstance(v, set | frozenset):
+            tag = "$frozenset" if isinstance(v, frozenset) else "$set"
+            return {tag: sorted((enc(x) for x in v), key=_canonical_text)}
+        if lenient:
+            return {"$repr": repr(v)}
+        raise TypeError(f"cannot serialize an object of type {type(v).__name__}")
+
+    return enc(value)
+
+
+def _canonical_text(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
 
 
 def _from_json(obj: dict[str, Any]) -> Any:
