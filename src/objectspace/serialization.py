@@ -56,6 +56,14 @@ class Serializer:
         raise NotImplementedError
 
     @property
+    def raw_dumps(self) -> Callable[[Any], bytes]:
+        """:meth:`dumps` without the error translation, for bulk encoding in the calling
+        thread: it may raise ``TypeError``, ``ValueError`` or ``OverflowError`` for a value
+        it cannot encode; the caller then calls :meth:`dumps` on it for the explained
+        :class:`~objectspace.errors.SerializationError` (a save does, naming the object)."""
+        return self.dumps
+
+    @property
     def raw_loads(self) -> Callable[[bytes], Any]:
         """:meth:`loads` without the error translation, for bulk decoding: it may raise any
         exception on bad bytes, which the caller must translate (restore does, naming the
@@ -151,6 +159,17 @@ class MsgpackSerializer(Serializer):
         except (TypeError, OverflowError, ValueError) as exc:
             packer.reset()
             raise SerializationError(f"msgpack cannot encode {_describe(value)}: {exc}") from exc
+
+    @property
+    def raw_dumps(self) -> Callable[[Any], bytes]:
+        # The calling thread's packer (it resets itself after a failed pack): one C-level
+        # call per value, no Python frame.
+        try:
+            packer = self._local.packer
+        except AttributeError:
+            packer = self._packer()
+        pack: Callable[[Any], bytes] = packer.pack
+        return pack
 
     def loads(self, data: bytes) -> Any:
         try:

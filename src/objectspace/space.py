@@ -13,11 +13,11 @@ If ``commit`` fails, skip ``on_saved``: the next ``save`` writes every edit stil
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from objectspace.collections import KINDS
 from objectspace.collections.array import PersistedArray
-from objectspace.collections.base import Emitter, PersistedObject
+from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.collections.dicts import PersistedDict, PersistedSortedDict
 from objectspace.collections.linked import PersistedLinkedList
 from objectspace.collections.lists import PersistedList
@@ -218,7 +218,7 @@ class ObjectSpace:
         and leaves the writer, the store and the space's edit pages as they were.
         """
         full = writer.kind is CheckpointKind.FULL
-        out = Emitter(self._serializer.dumps)
+        out = Emitter(self._serializer.raw_dumps)
         index = out.table(INDEX_TABLE)
         deleted = self._pending_deleted | self._deleted
         if not full:
@@ -237,6 +237,8 @@ class ObjectSpace:
                 obj._emit(out, page, whole)
             except SerializationError as exc:
                 raise SerializationError(f"cannot save {obj.KIND} {object_id!r}: {exc}") from exc
+            except (TypeError, ValueError, OverflowError) as exc:
+                self._explain(obj, page, whole, exc)
             if whole:
                 kind = kind_values.get(obj.KIND)
                 if kind is None:
@@ -251,6 +253,14 @@ class ObjectSpace:
         self._pending_deleted = deleted
         self._deleted = set()
         writer.merge(out.changes)
+
+    def _explain(self, obj: PersistedObject, page: Page, whole: bool, exc: Exception) -> NoReturn:
+        """Re-emit ``obj`` with the checking encoder, for the error that names the value."""
+        try:
+            obj._emit(Emitter(self._serializer.dumps), page, whole)
+        except SerializationError as explained:
+            raise SerializationError(f"cannot save {obj.KIND} {obj.id!r}: {explained}") from exc
+        raise exc
 
     def on_saved(self) -> None:
         """Forget the edits of the last save, after its commit succeeded."""

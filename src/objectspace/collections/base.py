@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from objectspace.errors import ObjectDeletedError
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["INF", "Emitter", "Page", "PersistedObject", "int_key"]
 
 INF = sys.maxsize
+
+# The slots of a page that names none (pages only ever read their sets).
+_NONE: frozenset[Any] = frozenset()
 
 
 def int_key(index: int) -> bytes:
@@ -40,20 +44,19 @@ class Page:
 
     def __init__(
         self,
-        *,
         new: bool = False,
         cleared: bool = False,
         meta: bool = False,
-        slots: set[Any] | None = None,
-        links: set[Any] | None = None,
+        slots: AbstractSet[Any] | None = None,
+        links: AbstractSet[Any] | None = None,
         from_: int = INF,
         length: int = 0,
     ) -> None:
         self.new = new
         self.cleared = cleared
         self.meta = meta
-        self.slots: set[Any] = slots if slots is not None else set()
-        self.links: set[Any] = links if links is not None else set()
+        self.slots: AbstractSet[Any] = slots if slots is not None else _NONE
+        self.links: AbstractSet[Any] = links if links is not None else _NONE
         self.from_ = from_
         self.length = length
 
@@ -65,8 +68,8 @@ class Page:
                 new=self.new or later.new,
                 cleared=True,
                 meta=True,
-                slots=set(later.slots),
-                links=set(later.links),
+                slots=later.slots,
+                links=later.links,
                 from_=later.from_,
                 length=later.length,
             )
@@ -167,17 +170,19 @@ class PersistedObject:
     # -- the page protocol, driven by ObjectSpace.save / on_saved ---------------------------
 
     def _current_page(self) -> Page:
+        # Positional: this runs once per dirty object per save.
         return Page(
-            new=self._new,
-            cleared=self._cleared,
-            meta=self._meta,
-            slots=self._dirty,
-            links=self._dirty_links(),
-            length=self._length(),
+            self._new,
+            self._cleared,
+            self._meta,
+            self._dirty,
+            self._dirty_links(),
+            INF,
+            self._length(),
         )
 
-    def _dirty_links(self) -> set[Any] | None:
-        return None
+    def _dirty_links(self) -> AbstractSet[Any]:
+        return _NONE
 
     def _length(self) -> int:
         return 0

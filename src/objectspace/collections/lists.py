@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any, overload
 
-from objectspace.collections.base import INF, Emitter, Page, PersistedObject, int_key
+from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject
 from objectspace.errors import CorruptStateError
 from objectspace.storage.base import DELETED, StateReader
 
@@ -186,9 +186,9 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
         return len(self._data)
 
     def _current_page(self) -> Page:
-        page = super()._current_page()
-        page.from_ = self._from
-        return page
+        return Page(
+            self._new, self._cleared, self._meta, self._dirty, _NONE, self._from, len(self._data)
+        )
 
     def _reset_extra(self) -> None:
         self._from = INF
@@ -205,23 +205,23 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
         if whole:
             rows = out.table(self._t_items)
             for i, value in enumerate(data):
-                rows[int_key(i)] = dumps(value)
+                rows[b"%d" % i] = dumps(value)
             out.table(self._t_meta)[b"length"] = dumps(n)
             return
-        if page.cleared:
+        cleared = page.cleared
+        if cleared:
             out.truncate(self._t_items)
-            rows = out.table(self._t_items)
-            high = n
-        else:
-            rows = out.table(self._t_items)
-            high = max(n, self._stored_len)
+        rows = out.table(self._t_items)
         for i in page.slots:
             if i < n:
-                rows[int_key(i)] = dumps(data[i])
-            elif not page.cleared:
-                rows[int_key(i)] = DELETED
-        for i in range(page.from_, high) if page.from_ < high else ():
-            rows[int_key(i)] = dumps(data[i]) if i < n else DELETED
+                rows[b"%d" % i] = dumps(data[i])
+            elif not cleared:
+                rows[b"%d" % i] = DELETED
+        start = page.from_
+        if start != INF:
+            high = n if cleared else max(n, self._stored_len)
+            for i in range(start, high):
+                rows[b"%d" % i] = dumps(data[i]) if i < n else DELETED
         if page.meta:
             out.table(self._t_meta)[b"length"] = dumps(n)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from itertools import groupby, repeat
+from itertools import chain, groupby
 from operator import itemgetter
 from typing import Any
 
@@ -44,12 +44,21 @@ CREATE TABLE IF NOT EXISTS space_rows (
 """
 
 
-def connect_sqlite(path: str, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+# A new database's page size. Checkpoints write small rows scattered over the whole key
+# space, so a commit dirties most leaf pages; 16 KiB pages make fewer, larger WAL frames
+# (measured on the Buffer workload: commits 30% cheaper than with 4 KiB, same file size).
+PAGE_SIZE = 16384
+
+
+def connect_sqlite(
+    path: str, *, synchronous: str = "NORMAL", page_size: int = PAGE_SIZE
+) -> sqlite3.Connection:
     """Open ``path`` in WAL mode for one writer and concurrent readers.
 
     ``synchronous=NORMAL`` keeps every committed transaction across a process crash; only an
     operating-system crash or power loss can lose the last commits (never corrupt the file).
-    Pass ``"FULL"`` to survive those too, at the cost of an fsync per commit.
+    Pass ``"FULL"`` to survive those too, at the cost of an fsync per commit. ``page_size``
+    applies to a database created by this call; an existing file keeps its own.
     """
     if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
         raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
@@ -58,6 +67,7 @@ def connect_sqlite(path: str, *, synchronous: str = "NORMAL") -> sqlite3.Connect
         raise StorageError(f"cannot open SQLite store {path!r}: folder {parent!r} does not exist")
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        conn.execute(f"PRAGMA page_size={int(page_size)}")  # before WAL fixes the layout
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
     except sqlite3.Error as exc:
@@ -158,39 +168,40 @@ class _SQLiteWriter(StateWriter):
         full = self.kind is CheckpointKind.FULL
         with store._lock:
             conn = store.connection
-            ids = dict(store._table_ids)
+            ids = store._table_ids
+            added: dict[str, int] = {}
             written = 0
-            puts: list[tuple[int, bytes, bytes]] = []
             deletes: list[tuple[int, bytes]] = []
-            truncates: list[tuple[int]] = []
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 if full:
                     conn.execute("DELETE FROM space_rows")
-                new_names = [name for name in self.changes if name not in ids]
-                for name in new_names:
-                    cursor = conn.execute("INSERT INTO space_tables (name) VALUES (?)", (name,))
-                    ids[name] = int(cursor.lastrowid or 0)
-                    written += len(name.encode("utf-8")) + ROW_OVERHEAD
-                for name, change in self.changes.items():
-                    tid = ids[name]
-                    if change.truncated:
-                        stats.tables_deleted += 1
-                        if not full:
-                            truncates.append((tid,))
-                    rows = change.rows
-                    if DELETED in rows.values():
-                        for key, value in rows.items():
-                            if value is DELETED:
-                                stats.items_deleted += 1
-                                if not full:
-                                    deletes.append((tid, key))
-                            else:
-                                puts.append((tid, key, value))  # type: ignore[arg-type]
-                    else:
-                        puts.extend(zip(repeat(tid), rows.keys(), rows.values(), strict=False))  # type: ignore[arg-type]
+                for name in self.changes:
+                    if name not in ids:
+                        cursor = conn.execute("INSERT INTO space_tables (name) VALUES (?)", (name,))
+                        added[name] = int(cursor.lastrowid or 0)
+                        written += len(name.encode("utf-8")) + ROW_OVERHEAD
+                tid_of = {**ids, **added} if added else ids
+                changes = self.changes.items()
+                truncates = [(tid_of[name],) for name, change in changes if change.truncated]
+                stats.tables_deleted = len(truncates)
+                if full:
+                    truncates = []
+                # One flat pass in C-level comprehensions: this runs for every dirty slot.
+                puts: list[tuple[int, bytes, Any]] = [
+                    (tid, key, value)
+                    for name, change in changes
+                    for tid in (tid_of[name],)
+                    for key, value in change.rows.items()
+                ]
+                if DELETED in map(_VALUE, puts):
+                    deletes = [(tid, key) for tid, key, value in puts if value is DELETED]
+                    stats.items_deleted = len(deletes)
+                    puts = [row for row in puts if row[2] is not DELETED]
+                    if full:
+                        deletes = []
+                written += sum(map(len, map(_KEY, puts))) + sum(map(len, map(_VALUE, puts)))
                 stats.items_written = len(puts)
-                written += sum(len(key) + len(value) for _, key, value in puts)
                 written += ROW_OVERHEAD * len(puts)
                 if truncates:
                     conn.executemany("DELETE FROM space_rows WHERE tbl = ?", truncates)
@@ -198,7 +209,7 @@ class _SQLiteWriter(StateWriter):
                     conn.executemany("DELETE FROM space_rows WHERE tbl = ? AND key = ?", deletes)
                 if puts:
                     puts.sort()  # in primary-key order: SQLite appends to its B-tree pages
-                    conn.executemany("INSERT OR REPLACE INTO space_rows VALUES (?, ?, ?)", puts)
+                    _insert_rows(conn, puts)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
@@ -208,6 +219,26 @@ class _SQLiteWriter(StateWriter):
                         f"commit to SQLite store {store.path!r} failed: {exc}"
                     ) from exc
                 raise
-            store._table_ids = ids
+            ids.update(added)  # only once committed: rolled-back ids are never reused
         stats.bytes_written = written
         return stats
+
+
+_KEY = itemgetter(1)
+_VALUE = itemgetter(2)
+
+# Rows per INSERT statement: a multi-row VALUES list binds the same parameters as one
+# statement per row but steps the statement once per chunk (measured ~15% faster here).
+_CHUNK = 100
+_INSERT_CHUNK = "INSERT OR REPLACE INTO space_rows VALUES " + ", ".join(["(?, ?, ?)"] * _CHUNK)
+
+
+def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[int, bytes, Any]]) -> None:
+    """Insert or replace ``(table id, key, value)`` rows, in chunks of ``_CHUNK``."""
+    whole = len(rows) - len(rows) % _CHUNK
+    if whole:
+        flat = list(chain.from_iterable(rows[:whole]))
+        step = 3 * _CHUNK
+        conn.executemany(_INSERT_CHUNK, [flat[i : i + step] for i in range(0, len(flat), step)])
+    if whole < len(rows):
+        conn.executemany("INSERT OR REPLACE INTO space_rows VALUES (?, ?, ?)", rows[whole:])
