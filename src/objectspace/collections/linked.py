@@ -62,6 +62,29 @@ class LinkedListNode:
     def __repr__(self) -> str:
         return f"<LinkedListNode {self._value!r}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A node pickles as a reference into its list (which pickles its nodes flat), not
+        # as a chain of neighbours: pickling that chain recursed once per node.
+        owner = self._list
+        if owner is None:
+            return (_removed_node, (self._nid, self._value))
+        return (_node_of, (owner, self._nid))
+
+
+def _node_of(owner: PersistedLinkedList, nid: int) -> LinkedListNode:
+    return owner._nodes[nid]
+
+
+def _removed_node(nid: int, value: Any) -> LinkedListNode:
+    node = LinkedListNode.__new__(LinkedListNode)
+    node._list = node._prev = node._next = None
+    node._nid = nid
+    node._value = value
+    return node
+
+
+_LINKED_FIELDS = ("_first", "_last", "_nodes")
+
 
 class PersistedLinkedList(PersistedObject):
     """A doubly linked list; inserting or removing at a node is O(1).
@@ -253,6 +276,42 @@ class PersistedLinkedList(PersistedObject):
 
     def __repr__(self) -> str:
         return f"<PersistedLinkedList {self._id!r}: {list(self)!r}>"
+
+    # -- pickling: the nodes flat, in order (a chain of node objects recursed per node) ----
+
+    def __getstate__(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for cls in type(self).__mro__:
+            names = cls.__dict__.get("__slots__", ())
+            for name in (names,) if isinstance(names, str) else names:
+                if name not in _LINKED_FIELDS and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        nids: list[int] = []
+        values: list[Any] = []
+        node = self._first
+        while node is not None:
+            nids.append(node._nid)
+            values.append(node._value)
+            node = node._next
+        state["_order"] = (nids, values)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        nids, values = state.pop("_order")
+        for name, value in state.items():
+            setattr(self, name, value)
+        nodes: dict[int, LinkedListNode] = {}
+        prev: LinkedListNode | None = None
+        for nid, value in zip(nids, values, strict=True):
+            node = LinkedListNode(self, nid, value)
+            node._prev = prev
+            if prev is not None:
+                prev._next = node
+            nodes[nid] = node
+            prev = node
+        self._nodes = nodes
+        self._first = nodes[nids[0]] if nids else None
+        self._last = prev
 
     # -- persistence -------------------------------------------------------------------------
 
