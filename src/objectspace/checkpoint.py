@@ -467,6 +467,9 @@ class Instance:
         self.attempt = uuid.uuid4().hex[:12]
         self._spaces: dict[int, ObjectSpace] = {}
         self._chains: dict[int, _Chain] = {}
+        # Per loaded key group: (write id, version) of the newest write its state includes
+        # (None: no write), which identifies that state in the store.
+        self._heads: dict[int, tuple[int, int] | None] = {}
         self._saved: tuple[int, list[WriteInfo]] | None = None
         self.rows_read = 0
         self.last_save = SaveStats()
@@ -536,7 +539,7 @@ class Instance:
         backend = op.job.backend
         base = self.base
         stored = {} if base is None else backend.load(op.job.name, op.name, key_groups, base)
-        loaded: dict[int, tuple[ObjectSpace, _Chain]] = {}
+        loaded: dict[int, tuple[ObjectSpace, _Chain, tuple[int, int] | None]] = {}
         for key_group in key_groups:
             if key_group in self._spaces:
                 continue
@@ -544,9 +547,11 @@ class Instance:
             if writes:
                 self.rows_read += sum(w.rows for w in writes)
                 space = ObjectSpace.load(DictReader(tables), op.serializer)
+                head: tuple[int, int] | None = (writes[-1].write_id, writes[-1].version)
             else:
                 space = ObjectSpace(op.serializer)
-            loaded[key_group] = (space, _Chain.of(writes))
+                head = None
+            loaded[key_group] = (space, _Chain.of(writes), head)
         # Chains and rows come from one snapshot; a base dropped by retention meanwhile
         # (never re-added) means the caller asked for state that is no longer kept.
         if base is not None and base not in op.job.checkpoints():
@@ -555,9 +560,10 @@ class Instance:
                 f"instance {self.index} of {self.parallelism} restored key groups "
                 f"{key_groups.start}..{key_groups.stop - 1}; restore from a retained checkpoint"
             )
-        for key_group, (space, chain) in loaded.items():
+        for key_group, (space, chain, head) in loaded.items():
             self._spaces[key_group] = space
             self._chains[key_group] = chain
+            self._heads[key_group] = head
 
     def save(self, checkpoint_id: int) -> Receipt:
         """Write the edits of every loaded key group as pending version ``checkpoint_id``.
@@ -616,8 +622,52 @@ class Instance:
             if write is not None:
                 space.on_saved()
                 self._chains[key_group] = self._chains[key_group].after(write)
+                self._heads[key_group] = (write.write_id, write.version)
         self.base = checkpoint_id
         self._saved = None
+
+    def heads(self) -> dict[int, tuple[int, int] | None]:
+        """Per loaded key group, the (write id, version) of the newest write its state
+        includes once the last save is acknowledged (``None``: no write): the store holds
+        exactly this state where the key group's restore chain ends with that write."""
+        heads = dict(self._heads)
+        if self._saved is not None:
+            for write in self._saved[1]:
+                heads[write.key_group] = (write.write_id, write.version)
+        return heads
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """The instance's in-memory state as plain picklable data (spaces with their
+        unacknowledged edit pages, chain costs, heads, the last save), for
+        :meth:`from_snapshot` in another process."""
+        return {
+            "index": self.index,
+            "parallelism": self.parallelism,
+            "key_groups": (self.key_groups.start, self.key_groups.stop),
+            "base": self.base,
+            "spaces": self._spaces,
+            "chains": self._chains,
+            "heads": self._heads,
+            "saved": self._saved,
+        }
+
+    @classmethod
+    def from_snapshot(cls, operator: Operator, snapshot: dict[str, Any]) -> Instance:
+        """The instance :meth:`to_snapshot` described, of ``operator``, with a new attempt
+        id. Nothing is checked against the store: the caller decides whether the state is
+        the one it wants (see :meth:`heads`) before acknowledging its save."""
+        instance = cls(operator, snapshot["index"], snapshot["parallelism"], EMPTY)
+        if (instance.key_groups.start, instance.key_groups.stop) != snapshot["key_groups"]:
+            raise CheckpointError(
+                f"snapshot of instance {instance.index} of {instance.parallelism} holds key "
+                f"groups {snapshot['key_groups']}, not {instance.key_groups}"
+            )
+        instance.base = snapshot["base"]
+        instance._spaces = snapshot["spaces"]
+        instance._chains = snapshot["chains"]
+        instance._heads = snapshot["heads"]
+        instance._saved = snapshot["saved"]
+        return instance
 
     def spaces(self) -> Iterator[tuple[int, ObjectSpace]]:
         """Every key group of the range with its space (restoring the missing ones)."""
