@@ -27,13 +27,27 @@ How a batch runs:
 
 ``parallelism`` may change between batches and across restarts: each instance restores
 exactly the key groups of its new range. ``max_key_groups`` may not.
+
+Restoring every instance at every batch would dominate small micro-batches, so a Python
+worker keeps the instances it ran (``_CACHE``), and after each save writes a snapshot of
+the instance to a local file that the other Python workers of the machine read: Spark hands
+tasks to idle workers in turn, so the worker that runs an instance next is often not the one
+that ran it last. A cached instance or a snapshot is adopted only when it is exactly the
+committed state the batch runs on (see :meth:`_InstanceTask._adopt_snapshot`); anything else
+is restored from storage.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
+import os
 import pickle
+import stat
+import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -67,8 +81,17 @@ _KG = "__os_kg"
 _INSTANCE = "__os_instance"
 _RECEIPT = "__os_receipt"
 
-# Instances kept by a Python worker between batches: (url, job, operator, index, p) → Instance.
-_CACHE: dict[tuple[str, str, str, int, int], Instance] = {}
+# Instances kept by a Python worker between batches:
+# (owner, url, job, operator, index, p) → Instance, the owner naming the application and runner.
+_CACHE: dict[tuple[str, str, str, str, int, int], Instance] = {}
+
+# Snapshot files: this header, the digest of the instance's identity (application, runner,
+# storage, job, operator, max_key_groups, index, parallelism), a digest of the payload, then
+# the pickled Instance.to_snapshot(). One file per identity, replaced atomically.
+_SNAPSHOT_MAGIC = b"objectspace instance snapshot 1\n"
+_DIGEST = 32
+# Where snapshot files go when not in a Spark worker (None: a private temporary folder).
+_SNAPSHOT_ROOT: str | None = None
 
 
 def local_session(master: str = "local[2]", app_name: str = "objectspace", **conf: str) -> Any:
@@ -99,7 +122,13 @@ def local_session(master: str = "local[2]", app_name: str = "objectspace", **con
 
 @dataclass
 class TaskStats:
-    """What one instance's task did in one batch."""
+    """What one instance's task did in one batch.
+
+    ``cached``: the instance was not restored from storage but adopted from this worker's
+    memory or (``snapshot``) from a snapshot file another worker wrote. ``seconds_restore``
+    covers getting the instance (adopting, or restoring its key groups);
+    ``seconds_snapshot`` writing its snapshot after the save (``snapshot_bytes``).
+    """
 
     index: int = 0
     keys: int = 0
@@ -107,9 +136,12 @@ class TaskStats:
     rows_out: int = 0
     rows_read: int = 0
     cached: bool = False
+    snapshot: bool = False
+    snapshot_bytes: int = 0
     seconds_restore: float = 0.0
     seconds_process: float = 0.0
     seconds_save: float = 0.0
+    seconds_snapshot: float = 0.0
     seconds_total: float = 0.0
 
 
@@ -129,12 +161,14 @@ class BatchStats:
     rows_written: int = 0
     rows_read: int = 0
     cached_instances: int = 0
+    snapshot_instances: int = 0
     seconds_total: float = 0.0
     seconds_commit: float = 0.0
     seconds_tasks: float = 0.0
     seconds_restore: float = 0.0
     seconds_process: float = 0.0
     seconds_save: float = 0.0
+    seconds_snapshot: float = 0.0
     tasks: list[TaskStats] = field(default_factory=list)
 
 
@@ -149,6 +183,99 @@ def _columns(value: str | Sequence[str], what: str) -> tuple[str, ...]:
 
 def _quote(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
+
+
+# -- instance snapshots shared by the Python workers of a machine ---------------------------
+
+
+def _private_folder(path: str) -> bool:
+    """Create ``path`` (mode 0700) if missing; whether it is a directory, not a link, owned
+    by this user and closed to everyone else (the files in it are unpickled)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return False
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == getuid() and not st.st_mode & 0o077
+
+
+def _snapshot_folder() -> str | None:
+    """The folder of snapshot files, or ``None`` when no private one can be had.
+
+    In a Spark worker: under the application's SparkFiles directory, which the workers of an
+    executor share and Spark deletes when the application ends. Elsewhere (a task run
+    directly): ``_SNAPSHOT_ROOT`` or a private folder in the temporary directory.
+    """
+    root = _SNAPSHOT_ROOT
+    if root is None:
+        try:
+            from pyspark import SparkFiles
+
+            if SparkFiles._is_running_on_worker:
+                root = SparkFiles._root_directory
+        except Exception:  # no pyspark, or an internal that moved: use the fallback
+            root = None
+    if root:
+        path = os.path.join(root, "objectspace-instances")
+    else:
+        getuid = getattr(os, "getuid", None)
+        if getuid is None:
+            return None
+        path = os.path.join(tempfile.gettempdir(), f"objectspace-instances-{getuid()}")
+    return path if _private_folder(path) else None
+
+
+def _write_snapshot(path: str, identity: bytes, data: Any) -> int:
+    """Pickle ``data`` into ``path`` atomically (a temporary file, then ``os.replace``);
+    returns the file's size."""
+    payload = pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
+    digest = hashlib.blake2b(payload, digest_size=_DIGEST).digest()
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".snapshot", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_SNAPSHOT_MAGIC + identity + digest)
+            f.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return len(_SNAPSHOT_MAGIC) + 2 * _DIGEST + len(payload)
+
+
+def _read_snapshot(path: str, identity: bytes) -> dict[str, Any] | None:
+    """The data :func:`_write_snapshot` wrote for ``identity``, or ``None`` when the file is
+    missing, unreadable, of another identity, truncated or corrupt."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        return None
+    head = len(_SNAPSHOT_MAGIC)
+    start = head + 2 * _DIGEST
+    if (
+        len(blob) <= start
+        or blob[:head] != _SNAPSHOT_MAGIC
+        or blob[head : head + _DIGEST] != identity
+    ):
+        return None
+    payload = memoryview(blob)[start:]
+    if hashlib.blake2b(payload, digest_size=_DIGEST).digest() != blob[head + _DIGEST : start]:
+        return None
+    try:
+        data = pickle.loads(payload)
+    except Exception:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 class _InstanceTask:
@@ -168,7 +295,10 @@ class _InstanceTask:
         order_columns: tuple[str, ...],
         output_schema: pa.Schema,
         use_cache: bool,
+        use_snapshots: bool = False,
+        owner: str = "",
     ) -> None:
+        """``owner`` names the runner and application the snapshots belong to."""
         self.storage = storage
         self.info = info
         self.compaction = compaction
@@ -181,29 +311,148 @@ class _InstanceTask:
         self.order_columns = order_columns
         self.output_schema = output_schema
         self.use_cache = use_cache
+        self.use_snapshots = use_cache and use_snapshots
+        self.owner = owner
+
+    def _cache_key(self, index: int) -> tuple[str, str, str, str, int, int]:
+        info = self.info
+        return (self.owner, self.storage.url, info.job, info.name, index, self.parallelism)
 
     def _instance(self, index: int, stats: TaskStats) -> Instance:
         storage = self.storage
-        cache_key = (storage.url, self.info.job, self.info.name, index, self.parallelism)
-        instance = _CACHE.pop(cache_key, None) if self.use_cache else None
+        instance = _CACHE.pop(self._cache_key(index), None) if self.use_cache else None
         if instance is not None:
             saved = instance._saved
             if saved is not None and saved[0] == self.base:
                 # The driver plans this batch on top of the checkpoint this instance saved:
-                # adopt the save if its own writes are the committed ones.
+                # adopt the save if its own writes are the committed ones (then its receipt
+                # was the one committed for this index, so no other attempt wrote the key
+                # groups it left alone). A save without writes proves nothing: check that
+                # no key group it holds changed in the store.
                 ids = [w.write_id for w in saved[1]]
-                if not ids or storage.backend.writes_committed(ids):
+                if storage.backend.writes_committed(ids) if ids else self._heads_match(instance):
                     instance.on_saved()
             if instance.base != self.base or instance._saved is not None:
                 instance = None
+        operator = Operator(storage.job(self.info.job), self.info, self.compaction, None)
+        if instance is None and self.use_snapshots:
+            instance = self._adopt_snapshot(operator, index)
+            stats.snapshot = instance is not None
         if instance is None:
-            operator = Operator(storage.job(self.info.job), self.info, self.compaction, None)
             instance = operator.instance(
                 index, self.parallelism, checkpoint=-1 if self.base is None else self.base
             )
         else:
             stats.cached = True
         return instance
+
+    def _snapshot_file(self, index: int) -> tuple[str, bytes] | None:
+        """The snapshot file of instance ``index`` and the digest of its identity."""
+        folder = _snapshot_folder()
+        if folder is None:
+            return None
+        info = self.info
+        identity = hashlib.sha256(
+            repr(
+                (
+                    self.owner,
+                    self.storage.url,
+                    info.job,
+                    info.name,
+                    info.max_key_groups,
+                    index,
+                    self.parallelism,
+                )
+            ).encode("utf-8")
+        ).digest()
+        return os.path.join(folder, identity.hex()[:40] + ".snapshot"), identity
+
+    def _adopt_snapshot(self, operator: Operator, index: int) -> Instance | None:
+        """The instance another worker saved, if it is exactly the state this batch runs on.
+
+        Why adopting it is safe. The snapshot holds an instance right after its
+        ``save(c)``: per loaded key group its space (the state restored or adopted as of
+        the instance's previous base, plus the edits of batch ``c`` in frozen edit pages),
+        the save's pending writes, and the "head" of every key group: the (write id,
+        version) of the newest write its state includes (``None``: none). It is adopted
+        only when (1) ``c`` is the base the driver planned, the checkpoint this batch
+        runs on, and (2) for every key group it holds, the store's restore chain as of
+        that base ends with the write the snapshot expects: the save's own write for the
+        key groups it wrote (so that write is committed, at version ``c``), the head it
+        had for the others. A key group's committed chain as of a checkpoint determines
+        its state, and the snapshot's state of a key group is, by construction, the state
+        of a chain ending with that write: restored from it, or written by the save. So
+        the adopted spaces equal what a restore would give, key group by key group; a
+        save whose writes were not committed (a failed or retried batch, a speculative
+        attempt that lost, a replay), an offline compaction or retention that changed a
+        chain, or another attempt that wrote a key group this one left alone, all fail
+        (2), and the batch restores from storage instead. Write ids are unique in a store,
+        and the version is compared too; the file is keyed by the Spark application (its
+        SparkFiles folder, which Spark deletes at the end), the runner (a random token),
+        the storage URL, job, operator, key groups and parallelism, so a store deleted and
+        re-created at the same URL (write ids restart at 1) would have to repeat the
+        same ids at the same versions for every key group, in the same runner, to be
+        mistaken for the old one. A file that is missing, truncated, corrupt (a digest
+        covers it) or of another identity is a miss, never an error.
+        """
+        base = self.base
+        found = self._snapshot_file(index)
+        if base is None or found is None:
+            return None
+        path, identity = found
+        data = _read_snapshot(path, identity)
+        if data is None:
+            return None
+        try:
+            instance = Instance.from_snapshot(operator, data)
+            saved = instance._saved
+            if (
+                instance.index != index
+                or instance.parallelism != self.parallelism
+                or saved is None
+                or saved[0] != base
+                or any(w.version != base for w in saved[1])
+            ):
+                return None
+            if not self._heads_match(instance):
+                return None
+        except Exception as exc:  # a snapshot that does not fit: restore instead
+            logger.debug("instance snapshot %s not adopted: %r", path, exc)
+            return None
+        instance.on_saved()
+        return instance
+
+    def _heads_match(self, instance: Instance) -> bool:
+        """Whether, for every key group ``instance`` holds, the store's restore chain as of
+        the planned base ends with the write its state ends with once its last save is
+        acknowledged (:meth:`Instance.heads`)."""
+        heads = instance.heads()
+        if heads.keys() != instance._spaces.keys() or self.base is None:
+            return False
+        if not heads:
+            return True
+        info = self.info
+        chains = self.storage.backend.chains(
+            info.job, info.name, range(min(heads), max(heads) + 1), self.base
+        )
+        for key_group, head in heads.items():
+            chain = chains.get(key_group)
+            if (None if not chain else (chain[-1].write_id, chain[-1].version)) != head:
+                return False
+        return True
+
+    def _write_snapshot(self, index: int, instance: Instance, stats: TaskStats) -> None:
+        """Leave the saved instance for the next worker; never fails the task."""
+        found = self._snapshot_file(index)
+        if found is None:
+            return
+        path, identity = found
+        try:
+            stats.snapshot_bytes = _write_snapshot(path, identity, instance.to_snapshot())
+        except Exception as exc:
+            logger.debug("instance snapshot %s not written: %r", path, exc)
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # an older snapshot must not stay in its place
 
     def __call__(self, group: tuple[Any, ...], table: pa.Table) -> pa.Table:
         """``applyInArrow``: all rows of one instance."""
@@ -251,6 +500,8 @@ class _InstanceTask:
         started = time.perf_counter()
         stats = TaskStats(index=index)
         instance = self._instance(index, stats)
+        restore = time.perf_counter() - started
+        rows_read = instance.rows_read
         stats.rows_in = len(rows)
         key_columns = self.key_columns
         single = len(key_columns) == 1
@@ -267,7 +518,7 @@ class _InstanceTask:
         stats.keys = len(groups)
         t0 = time.perf_counter()
         instance.preload({key_group for key_group, _ in groups})
-        restore = time.perf_counter() - t0
+        restore += time.perf_counter() - t0
         names = set(self.output_schema.names)
         out: list[dict[str, Any]] = []
         for (key_group, key), key_rows in sorted(
@@ -295,18 +546,22 @@ class _InstanceTask:
                 out.append(row)
         stats.rows_out = len(out)
         stats.seconds_restore = restore
-        stats.rows_read = instance.rows_read
+        stats.rows_read = instance.rows_read - rows_read
         t0 = time.perf_counter()
         receipt: Receipt | None = None
         if not self.replay:
             receipt = instance.save(self.checkpoint_id)
         stats.seconds_save = time.perf_counter() - t0
         if self.use_cache and not self.replay:
-            _CACHE[(self.storage.url, self.info.job, self.info.name, index, self.parallelism)] = (
-                instance
-            )
+            _CACHE[self._cache_key(index)] = instance
+            if self.use_snapshots:
+                t0 = time.perf_counter()
+                self._write_snapshot(index, instance, stats)
+                stats.seconds_snapshot = time.perf_counter() - t0
         stats.seconds_total = time.perf_counter() - started
-        stats.seconds_process = stats.seconds_total - stats.seconds_save - restore
+        stats.seconds_process = (
+            stats.seconds_total - stats.seconds_save - stats.seconds_snapshot - restore
+        )
         out.append({_RECEIPT: pickle.dumps((receipt, stats))})
         return out
 
@@ -319,6 +574,17 @@ class StatefulRunner:
     columns are filled in when missing). ``key`` and ``order_by`` name one column or several
     (a multi-column key is a tuple). ``output_schema`` is a DDL string or a ``StructType``.
     ``retain`` keeps that many checkpoints after each commit (``None``: never drop any).
+
+    ``cache_instances`` (default on) lets each Python worker keep the instances it ran and
+    reuse one when it runs the next batch on top of the checkpoint that instance saved,
+    instead of restoring it from storage. ``snapshot_instances`` (default on, effective only
+    with ``cache_instances``) also writes each saved instance to a snapshot file in a
+    private local folder (under the Spark application's SparkFiles directory, removed when
+    the application ends), from which whichever Python worker of the machine runs that
+    instance next adopts it; a snapshot is adopted only when it is exactly the committed
+    state the batch runs on, checked against the store. It costs a pickle and a file write
+    per instance and batch; turn it off when the state is large and batches are not
+    small, or when the local disk is scarce.
     """
 
     def __init__(
@@ -337,6 +603,7 @@ class StatefulRunner:
         compaction: CompactionPolicy | None = None,
         retain: int | None = 2,
         cache_instances: bool = True,
+        snapshot_instances: bool = True,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -376,6 +643,10 @@ class StatefulRunner:
         self.compaction = compaction or CompactionPolicy()
         self.retain = retain
         self.cache_instances = cache_instances
+        self.snapshot_instances = snapshot_instances
+        # Names this runner's snapshots, so another runner (say, after the store was deleted
+        # and re-created at the same URL) never adopts them.
+        self._token = uuid.uuid4().hex
         self.last_batch: BatchStats | None = None
         self.history: list[BatchStats] = []
         self._persisted: DataFrame | None = None
@@ -478,6 +749,8 @@ class StatefulRunner:
             self.order_columns,
             arrow_schema,
             self.cache_instances,
+            self.snapshot_instances,
+            f"{self._application(spark)}/{self._token}",
         )
         if self._persisted is not None:
             self._persisted.unpersist()
@@ -518,9 +791,11 @@ class StatefulRunner:
             batch.rows_out += stats.rows_out
             batch.rows_read += stats.rows_read
             batch.cached_instances += stats.cached
+            batch.snapshot_instances += stats.snapshot
             batch.seconds_restore += stats.seconds_restore
             batch.seconds_process += stats.seconds_process
             batch.seconds_save += stats.seconds_save
+            batch.seconds_snapshot += stats.seconds_snapshot
         batch.seconds_total = time.perf_counter() - started
         self.last_batch = batch
         self.history.append(batch)
@@ -532,6 +807,13 @@ class StatefulRunner:
             batch.seconds_total,
         )
         return result.where(F.col(_RECEIPT).isNull()).drop(_RECEIPT)
+
+    @staticmethod
+    def _application(spark: Any) -> str:
+        try:
+            return str(spark.sparkContext.applicationId)
+        except Exception:  # no SparkContext here: the runner token still names the owner
+            return ""
 
     @staticmethod
     def _single_partition(df: DataFrame) -> bool:
