@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from objectspace.collections._impl import ArrayBase
 from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
 from objectspace.errors import CorruptStateError
 from objectspace.storage.base import StateReader
@@ -15,57 +16,22 @@ if TYPE_CHECKING:
 __all__ = ["PersistedArray"]
 
 
-class PersistedArray(PersistedObject):
+class PersistedArray(PersistedObject, ArrayBase):
     """A fixed-length array: indexing (negative too), assignment, iteration.
 
     Stored as ``metadata: length = n`` and ``items: i = value``. Reading and assigning a slot
     cost O(1); a checkpoint writes one row per assigned slot.
+
+    ``len``, indexing, assignment and iteration are implemented by :class:`ArrayBase` (in C
+    when built).
     """
 
     KIND = "Array"
-    __slots__ = ("_data",)
+    __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, data: list[Any]) -> None:
         super().__init__(space, object_id)
         self._data = data
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        """The value at ``index`` (a slice gives a plain list). O(1)."""
-        if isinstance(index, slice):
-            return self._data[index]
-        try:
-            return self._data[index]
-        except IndexError:
-            raise IndexError(
-                f"array {self._id!r} index {index} out of range (length {len(self._data)})"
-            ) from None
-
-    def __setitem__(self, index: int, value: Any) -> None:
-        """Assign one slot. O(1)."""
-        if not self._registered:
-            self._touch()
-        if type(index) is not int:
-            if not isinstance(index, int):
-                raise TypeError(f"array {self._id!r} indices are ints, not {type(index).__name__}")
-            index = int(index)
-        data = self._data
-        try:
-            data[index] = value
-        except IndexError:
-            raise IndexError(
-                f"array {self._id!r} index {index} out of range (length {len(data)})"
-            ) from None
-        self._dirty.add(index if index >= 0 else index + len(data))
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._data)
 
     def __contains__(self, value: object) -> bool:
         return value in self._data

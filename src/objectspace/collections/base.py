@@ -18,6 +18,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from objectspace.collections._impl import ObjectBase
 from objectspace.errors import ObjectDeletedError
 from objectspace.storage.base import DELETED, StateReader, TableChanges
 
@@ -109,27 +110,18 @@ class Emitter:
         changes.rows.clear()
 
 
-class PersistedObject:
+class PersistedObject(ObjectBase):
     """Base of the ten persisted types. Not instantiated directly: use ``space.create_*``.
 
     Subclasses set :attr:`KIND` (the name stored in ``state/index``), implement
     :meth:`_emit` (write a page, or the whole object) and :meth:`_load`.
+
+    The fields (``_id``, ``_dirty``, ``_meta`` ...) are slots of :class:`ObjectBase`, from
+    the C extension when it was built (see :mod:`objectspace.collections._impl`).
     """
 
     KIND: ClassVar[str] = ""
-    __slots__ = (
-        "_cleared",
-        "_dirty",
-        "_id",
-        "_meta",
-        "_new",
-        "_pending",
-        "_registered",
-        "_space",
-        "_t_data",
-        "_t_items",
-        "_t_meta",
-    )
+    __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str) -> None:
         self._id = object_id

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, MutableSequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
+from objectspace.collections._impl import ListBase
 from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject
 from objectspace.errors import CorruptStateError
 from objectspace.storage.base import DELETED, StateReader
@@ -15,17 +16,20 @@ if TYPE_CHECKING:
 __all__ = ["PersistedList"]
 
 
-class PersistedList(PersistedObject, MutableSequence[Any]):
+class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
     """A list of values, stored as ``metadata: length`` and ``items: index = value``.
 
     Costs in memory are those of a Python ``list``. A checkpoint writes the length and:
     one row per ``append``, assignment or ``pop()`` from the end; every slot from the first
     shifted one for ``insert``/``del``/``pop(i)`` in the middle (O(n - i)); one table delete
     for ``clear()``.
+
+    ``append``, ``len`` and indexing are implemented by :class:`ListBase` (in C when built),
+    which holds ``_data``.
     """
 
     KIND = "List"
-    __slots__ = ("_data", "_from", "_stored_len")
+    __slots__ = ("_from", "_stored_len")
 
     def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
         super().__init__(space, object_id)
@@ -40,17 +44,6 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
         if not self._registered:
             self._touch()
         self._meta = True
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        """The value at ``index``; a slice gives a plain list. O(1) (O(k) for a slice)."""
-        return self._data[index]
 
     def __setitem__(self, index: int | slice, value: Any) -> None:
         """Assign a slot, O(1); or a slice, O(n - start) when its length changes."""
@@ -92,15 +85,6 @@ class PersistedList(PersistedObject, MutableSequence[Any]):
             self._dirty.add(n)
         else:
             self._from = min(self._from, index)
-
-    def append(self, value: Any) -> None:
-        """Add at the end. O(1); the checkpoint writes one item and the length."""
-        if not self._registered:
-            self._touch()
-        self._meta = True
-        data = self._data
-        self._dirty.add(len(data))
-        data.append(value)
 
     def extend(self, values: Iterable[Any]) -> None:
         """Append every value. O(k)."""

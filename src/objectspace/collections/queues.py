@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from objectspace.collections._impl import QueueBase, StackBase
 from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
 from objectspace.errors import CorruptStateError
 from objectspace.storage.base import StateReader
@@ -16,16 +17,19 @@ if TYPE_CHECKING:
 __all__ = ["PersistedQueue", "PersistedStack"]
 
 
-class PersistedQueue(PersistedObject):
+class PersistedQueue(PersistedObject, QueueBase):
     """A FIFO queue: ``enqueue`` at the tail, ``dequeue`` at the head.
 
     Stored as ``metadata: head, tail`` and ``items: n = value`` for the absolute positions
     ``head <= n < tail``, so an ``enqueue`` or ``dequeue`` writes one item and the head/tail,
     and ``clear()`` one table delete. Every operation is O(1).
+
+    ``enqueue``, ``dequeue``, ``peek`` and ``len`` are implemented by :class:`QueueBase` (in C
+    when built).
     """
 
     KIND = "Queue"
-    __slots__ = ("_data", "_head")
+    __slots__ = ()
 
     def __init__(
         self, space: ObjectSpace, object_id: str, data: deque[Any] | None = None, head: int = 0
@@ -33,31 +37,6 @@ class PersistedQueue(PersistedObject):
         super().__init__(space, object_id)
         self._data: deque[Any] = data if data is not None else deque()
         self._head = head
-
-    def enqueue(self, value: Any) -> None:
-        """Add ``value`` at the tail. O(1)."""
-        if not self._registered:
-            self._touch()
-        self._meta = True
-        self._dirty.add(self._head + len(self._data))
-        self._data.append(value)
-
-    def dequeue(self) -> Any:
-        """Remove and return the value at the head. O(1). Empty: ``IndexError``."""
-        if not self._data:
-            raise IndexError(f"dequeue from empty queue {self._id!r}")
-        if not self._registered:
-            self._touch()
-        self._meta = True
-        self._dirty.add(self._head)
-        self._head += 1
-        return self._data.popleft()
-
-    def peek(self) -> Any:
-        """The value at the head, left in place. O(1). Empty: ``IndexError``."""
-        if not self._data:
-            raise IndexError(f"peek at empty queue {self._id!r}")
-        return self._data[0]
 
     def clear(self) -> None:
         """Remove every value. O(1) writes: one table delete and the head/tail."""
@@ -68,9 +47,6 @@ class PersistedQueue(PersistedObject):
         self._cleared = True
         self._meta = True
         self._dirty = set()
-
-    def __len__(self) -> int:
-        return len(self._data)
 
     def __bool__(self) -> bool:
         return bool(self._data)
@@ -129,45 +105,23 @@ class PersistedQueue(PersistedObject):
         return cls(space, object_id, data, head)
 
 
-class PersistedStack(PersistedObject):
+class PersistedStack(PersistedObject, StackBase):
     """A LIFO stack: ``push`` and ``pop`` at the top. Iteration goes from top to bottom.
 
     Stored as ``metadata: count`` and ``items: i = value`` from the bottom (0), so a push or
     pop writes one item and the count, and ``clear()`` one table delete. Every operation is
     O(1).
+
+    ``push``, ``pop``, ``peek`` and ``len`` are implemented by :class:`StackBase` (in C when
+    built).
     """
 
     KIND = "Stack"
-    __slots__ = ("_data",)
+    __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
         super().__init__(space, object_id)
         self._data: list[Any] = data if data is not None else []
-
-    def push(self, value: Any) -> None:
-        """Put ``value`` on top. O(1)."""
-        if not self._registered:
-            self._touch()
-        self._meta = True
-        self._dirty.add(len(self._data))
-        self._data.append(value)
-
-    def pop(self) -> Any:
-        """Remove and return the top value. O(1). Empty: ``IndexError``."""
-        if not self._data:
-            raise IndexError(f"pop from empty stack {self._id!r}")
-        if not self._registered:
-            self._touch()
-        self._meta = True
-        value = self._data.pop()
-        self._dirty.add(len(self._data))
-        return value
-
-    def peek(self) -> Any:
-        """The top value, left in place. O(1). Empty: ``IndexError``."""
-        if not self._data:
-            raise IndexError(f"peek at empty stack {self._id!r}")
-        return self._data[-1]
 
     def clear(self) -> None:
         """Remove every value. O(1) writes: one table delete and the count."""
@@ -177,9 +131,6 @@ class PersistedStack(PersistedObject):
         self._cleared = True
         self._meta = True
         self._dirty = set()
-
-    def __len__(self) -> int:
-        return len(self._data)
 
     def __bool__(self) -> bool:
         return bool(self._data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from objectspace.collections._impl import ValueBase
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.storage.base import StateReader
 
@@ -16,32 +17,22 @@ __all__ = ["PersistedValue"]
 _KEY = b"value"
 
 
-class PersistedValue(PersistedObject):
+class PersistedValue(PersistedObject, ValueBase):
     """One persisted slot, read and written through :attr:`value`.
 
     Stored as ``state/item/<id>/items: value = <value>``. Setting it costs O(1) and a
     checkpoint writes one row. The value is encoded when saved: replace it to change it,
     do not mutate it in place.
+
+    :attr:`value` (get and set) is implemented by :class:`ValueBase` (in C when built).
     """
 
     KIND = "Value"
-    __slots__ = ("_value",)
+    __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, value: Any = None) -> None:
         super().__init__(space, object_id)
         self._value = value
-
-    @property
-    def value(self) -> Any:
-        """The current value."""
-        return self._value
-
-    @value.setter
-    def value(self, value: Any) -> None:
-        if not self._registered:
-            self._touch()
-        self._value = value
-        self._meta = True
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         if whole or page.meta:

@@ -1,0 +1,71 @@
+"""Chooses, once at import, the base classes holding the persisted types' fields.
+
+The C extension ``objectspace._core`` when it was built (``pip install`` compiles it when a
+C compiler is available), else the pure-Python :mod:`objectspace.collections._pycore`. Set
+``OBJECTSPACE_PURE_PYTHON=1`` in the environment to use the pure-Python classes anyway.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Literal
+
+__all__ = [
+    "IMPLEMENTATION",
+    "PURE_PYTHON_ENV",
+    "ArrayBase",
+    "ListBase",
+    "ObjectBase",
+    "QueueBase",
+    "StackBase",
+    "ValueBase",
+]
+
+PURE_PYTHON_ENV = "OBJECTSPACE_PURE_PYTHON"
+
+IMPLEMENTATION: Literal["c", "python"]
+"""``"c"`` when the classes come from the extension, ``"python"`` otherwise."""
+
+if TYPE_CHECKING:
+    from objectspace.collections._pycore import (
+        ArrayBase,
+        ListBase,
+        ObjectBase,
+        QueueBase,
+        StackBase,
+        ValueBase,
+    )
+elif os.environ.get(PURE_PYTHON_ENV, "") in ("", "0"):
+    try:
+        from objectspace._core import (
+            ArrayBase,
+            ListBase,
+            ObjectBase,
+            QueueBase,
+            StackBase,
+            ValueBase,
+        )
+    except ImportError:
+        from objectspace.collections._pycore import (
+            ArrayBase,
+            ListBase,
+            ObjectBase,
+            QueueBase,
+            StackBase,
+            ValueBase,
+        )
+
+        IMPLEMENTATION = "python"
+    else:
+        IMPLEMENTATION = "c"
+else:
+    from objectspace.collections._pycore import (
+        ArrayBase,
+        ListBase,
+        ObjectBase,
+        QueueBase,
+        StackBase,
+        ValueBase,
+    )
+
+    IMPLEMENTATION = "python"

@@ -1,0 +1,226 @@
+"""The pure-Python base classes of the persisted types: their fields and hot methods.
+
+``objectspace._core`` (``src/objectspace/_core.c``) implements these six classes in C with
+the same fields, methods, exceptions and dirty-tracking effects; this module is used when
+the extension was not built, or when ``OBJECTSPACE_PURE_PYTHON`` is set (see
+:mod:`objectspace.collections._impl`). Keep the two in step.
+
+:class:`ObjectBase` holds the fields every persisted object shares; each kind's base holds
+that kind's fields used by its hot methods. The persisted classes inherit from
+``PersistedObject`` (which defines ``_touch`` and the save protocol) and from their kind's
+base here; every other method stays on the persisted class.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from objectspace.collections.base import Page
+    from objectspace.space import ObjectSpace
+
+__all__ = ["ArrayBase", "ListBase", "ObjectBase", "QueueBase", "StackBase", "ValueBase"]
+
+
+class ObjectBase:
+    """The fields of every persisted object (set by ``PersistedObject.__init__``)."""
+
+    __slots__ = (
+        "_cleared",
+        "_dirty",
+        "_id",
+        "_meta",
+        "_new",
+        "_pending",
+        "_registered",
+        "_space",
+        "_t_data",
+        "_t_items",
+        "_t_meta",
+    )
+
+    _cleared: bool
+    _dirty: set[Any]
+    _id: str
+    _meta: bool
+    _new: bool
+    _pending: Page | None
+    _registered: bool
+    _space: ObjectSpace | None
+    _t_data: str
+    _t_items: str
+    _t_meta: str
+
+    if TYPE_CHECKING:
+
+        def _touch(self) -> None:
+            """Defined by ``PersistedObject``: register the object as dirty with its space."""
+
+
+class ValueBase(ObjectBase):
+    """The field and accessor of a persisted value."""
+
+    __slots__ = ("_value",)
+
+    _value: Any
+
+    @property
+    def value(self) -> Any:
+        """The current value."""
+        return self._value
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        if not self._registered:
+            self._touch()
+        self._value = value
+        self._meta = True
+
+
+class ArrayBase(ObjectBase):
+    """The field and slot access of a persisted array."""
+
+    __slots__ = ("_data",)
+
+    _data: list[Any]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        """The value at ``index`` (a slice gives a plain list). O(1)."""
+        if isinstance(index, slice):
+            return self._data[index]
+        try:
+            return self._data[index]
+        except IndexError:
+            raise IndexError(
+                f"array {self._id!r} index {index} out of range (length {len(self._data)})"
+            ) from None
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        """Assign one slot. O(1)."""
+        if not self._registered:
+            self._touch()
+        if type(index) is not int:
+            if not isinstance(index, int):
+                raise TypeError(f"array {self._id!r} indices are ints, not {type(index).__name__}")
+            index = int(index)
+        data = self._data
+        try:
+            data[index] = value
+        except IndexError:
+            raise IndexError(
+                f"array {self._id!r} index {index} out of range (length {len(data)})"
+            ) from None
+        self._dirty.add(index if index >= 0 else index + len(data))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+
+class ListBase(ObjectBase):
+    """The values of a persisted list, with ``append``, ``len`` and indexing."""
+
+    __slots__ = ("_data",)
+
+    _data: list[Any]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        """The value at ``index``; a slice gives a plain list. O(1) (O(k) for a slice)."""
+        return self._data[index]
+
+    def append(self, value: Any) -> None:
+        """Add at the end. O(1); the checkpoint writes one item and the length."""
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        data = self._data
+        self._dirty.add(len(data))
+        data.append(value)
+
+
+class QueueBase(ObjectBase):
+    """The values and head position of a persisted queue, with its O(1) operations."""
+
+    __slots__ = ("_data", "_head")
+
+    _data: deque[Any]
+    _head: int
+
+    def enqueue(self, value: Any) -> None:
+        """Add ``value`` at the tail. O(1)."""
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        self._dirty.add(self._head + len(self._data))
+        self._data.append(value)
+
+    def dequeue(self) -> Any:
+        """Remove and return the value at the head. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"dequeue from empty queue {self._id!r}")
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        self._dirty.add(self._head)
+        self._head += 1
+        return self._data.popleft()
+
+    def peek(self) -> Any:
+        """The value at the head, left in place. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"peek at empty queue {self._id!r}")
+        return self._data[0]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class StackBase(ObjectBase):
+    """The values of a persisted stack (bottom first), with its O(1) operations."""
+
+    __slots__ = ("_data",)
+
+    _data: list[Any]
+
+    def push(self, value: Any) -> None:
+        """Put ``value`` on top. O(1)."""
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        self._dirty.add(len(self._data))
+        self._data.append(value)
+
+    def pop(self) -> Any:
+        """Remove and return the top value. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"pop from empty stack {self._id!r}")
+        if not self._registered:
+            self._touch()
+        self._meta = True
+        value = self._data.pop()
+        self._dirty.add(len(self._data))
+        return value
+
+    def peek(self) -> Any:
+        """The top value, left in place. O(1). Empty: ``IndexError``."""
+        if not self._data:
+            raise IndexError(f"peek at empty stack {self._id!r}")
+        return self._data[-1]
+
+    def __len__(self) -> int:
+        return len(self._data)
