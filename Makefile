@@ -11,11 +11,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# Reinstalling rebuilds the C extension (in place, for the editable install) when its source changes.
+$(STAMP): pyproject.toml setup.py src/objectspace/_core.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[spark]'
 	touch $@
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): pyproject.toml setup.py src/objectspace/_core.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP) $@
 

@@ -1,0 +1,13 @@
+"""Builds the optional C extension ``objectspace._core``; the metadata is in pyproject.toml.
+
+``optional=True``: without a C compiler the package still installs, and the pure-Python
+classes of ``objectspace.collections._pycore`` are used instead.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension("objectspace._core", ["src/objectspace/_core.c"], optional=True),
+    ],
+)
