@@ -267,6 +267,7 @@ def test_array_bad_index_types() -> None:
     assert a._registered and a._dirty == set()
     with pytest.raises(TypeError, match="list indices must be integers or slices, not str"):
         a["1"]  # type: ignore[call-overload]
+    assert not hasattr(PersistedArray, "__delitem__")
     with pytest.raises(AttributeError):
         del a[0]  # type: ignore[attr-defined]
     assert list(a) == [0, 0, 0, 0]

@@ -810,7 +810,8 @@ array_ass_subscript(DataObject *self, PyObject *index, PyObject *value)
             PyObject *old = PyList_GET_ITEM(data, j);
             PyList_SET_ITEM(data, j, Py_NewRef(value));
             Py_DECREF(old);
-            key = i >= 0 ? Py_NewRef(idx) : index_int(i + length_of(data));
+            /* `index if index >= 0 else index + len(data)`, as the shared int */
+            key = index_int(i >= 0 ? i : i + length_of(data));
             if (key == NULL) {
                 goto done;
             }
@@ -1429,6 +1430,12 @@ PyInit__core(void)
         add_type(module, &QueueBase_Type) < 0 || add_type(module, &StackBase_Type) < 0) {
         goto error;
     }
+    /* An array has no __delitem__ (del a[i] fails as on a class without one); the slot
+       that implements __setitem__ would otherwise also expose it. */
+    if (PyDict_DelItem(ArrayBase_Type.tp_dict, str_delitem) < 0) {
+        goto error;
+    }
+    PyType_Modified(&ArrayBase_Type);
     value_descr = PyDict_GetItemWithError(ValueBase_Type.tp_dict, str_value);
     if (value_descr == NULL) {
         if (!PyErr_Occurred()) {
