@@ -449,8 +449,8 @@ def _diff_save(space: osp.ObjectSpace, store: osp.MemoryStore) -> dict[str, Any]
     return wrote
 
 
-@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
-def test_pickle_round_trip_with_pending_pages(protocol: int) -> None:
+def _pending_space() -> tuple[osp.ObjectSpace, dict[str, Any], osp.MemoryStore]:
+    """Five objects, each with a saved-but-unacknowledged page and a current page."""
     space, objs = _space_of_five()
     store = _saved(space)
     objs["v"].value = "saved, not acknowledged"
@@ -464,7 +464,12 @@ def test_pickle_round_trip_with_pending_pages(protocol: int) -> None:
     objs["l"].append("y")
     objs["q"].enqueue("y")
     objs["s"].push("y")
+    return space, objs, store
 
+
+@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
+def test_pickle_round_trip_with_pending_pages(protocol: int) -> None:
+    space, objs, store = _pending_space()
     clone = pickle.loads(pickle.dumps(space, protocol))
     for object_id, obj in objs.items():
         other = clone.get(object_id)
@@ -476,6 +481,45 @@ def test_pickle_round_trip_with_pending_pages(protocol: int) -> None:
     clone_store._tables = copy.deepcopy(store.dump())
     assert _diff_save(clone, clone_store) == _diff_save(space, store)
     assert clone_store.dump() == store.dump()
+
+
+_ACROSS = """
+import pickle, sys
+sys.path.insert(0, "tests")
+import test_core
+mode, path = sys.argv[1:]
+if mode == "dump":
+    with open(path, "wb") as f:
+        pickle.dump(test_core._pending_space()[0], f)
+else:
+    with open(path, "rb") as f:
+        space = pickle.load(f)
+    with open(path + ".fields", "wb") as f:
+        pickle.dump({i: test_core._fields(space.get(i)) for i in space}, f)
+"""
+
+
+def test_pickles_load_across_implementations(tmp_path: Path) -> None:
+    """A space pickled with the extension loads without it, and the other way round."""
+    if _core_module() is None or PURE:
+        pytest.skip("needs the extension, in use")
+    env = dict(os.environ, **{_impl.PURE_PYTHON_ENV: "1"})
+    space, objs, _store = _pending_space()
+    expected = {object_id: _fields(obj) for object_id, obj in objs.items()}
+
+    pure_pickle = tmp_path / "pure.pickle"
+    subprocess.run(
+        [sys.executable, "-c", _ACROSS, "dump", str(pure_pickle)], cwd=ROOT, env=env, check=True
+    )
+    loaded = pickle.loads(pure_pickle.read_bytes())
+    assert {i: _fields(loaded.get(i)) for i in loaded} == expected
+
+    c_pickle = tmp_path / "c.pickle"
+    c_pickle.write_bytes(pickle.dumps(space))
+    subprocess.run(
+        [sys.executable, "-c", _ACROSS, "load", str(c_pickle)], cwd=ROOT, env=env, check=True
+    )
+    assert pickle.loads((tmp_path / "c.pickle.fields").read_bytes()) == expected
 
 
 def test_state_names_every_field() -> None:
