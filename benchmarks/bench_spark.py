@@ -501,6 +501,7 @@ class Bench:
             "commit": sum(b.seconds_commit for b in hist),
             "driver_other": sum(b.seconds_total - b.seconds_tasks - b.seconds_commit for b in hist),
             "cached": sum(b.cached_instances for b in hist),
+            "snapshots": sum(b.snapshot_instances for b in hist),
             "instances": sum(b.instances for b in hist),
             "rows_written": rows_written,
             "batches": len(hist),
@@ -516,6 +517,13 @@ class Bench:
                 f"segment files at end {fmt_bytes(seg_bytes)} (catalog {fmt_bytes(sqlite_size(db))})"
             )
         res.notes.append(f"{rows_written:,} state rows written")
+        written = [t.snapshot_bytes for t in tasks if t.snapshot_bytes]
+        if written:
+            res.notes.append(
+                f"instance snapshots: {len(written)} written, {fmt_bytes(sum(written) // len(written))}"
+                f" each on average, Σ {fmt_s(sum(t.seconds_snapshot for t in tasks))} to write; "
+                f"restore time includes reading and checking the snapshots adopted"
+            )
         return res
 
     def _with_confs(self, confs: dict[str, str], fn: Callable[[], Result]) -> Result:
@@ -685,7 +693,7 @@ def split_table(results: Sequence[Result]) -> str | None:
         "commit",
         "driver other",
         "sink",
-        "instances cached",
+        "instances cached (adopted from another worker's snapshot)",
     ]
     rows = []
     for r in runners:
@@ -703,7 +711,8 @@ def split_table(results: Sequence[Result]) -> str | None:
                 fmt_s(s["commit"]),
                 fmt_s(s["driver_other"]),
                 fmt_s(r.sink_seconds),
-                f"{int(s['cached'])}/{int(s['instances'])}",
+                f"{int(s['cached'])}/{int(s['instances'])} "
+                f"({int(s.get('snapshots', 0))} from snapshots)",
             ]
         )
     return print_table(headers, rows)
