@@ -351,6 +351,19 @@ def test_stack_operations_and_tracking() -> None:
         s.peek()
 
 
+def test_no_argument_methods_take_no_arguments() -> None:
+    space = osp.ObjectSpace()
+    q, s = space.create_queue("q"), space.create_stack("s")
+    q.enqueue(1)
+    s.push(1)
+    for method in (q.dequeue, q.peek, s.pop, s.peek):
+        with pytest.raises(TypeError):
+            method(1)  # type: ignore[operator]
+        with pytest.raises(TypeError):
+            method(x=1)  # type: ignore[operator]
+    assert list(q) == [1] and list(s) == [1] and q._dirty == {0} and s._dirty == {0}
+
+
 def test_queue_and_stack_refcounts() -> None:
     space = osp.ObjectSpace()
     q, s = space.create_queue("q"), space.create_stack("s")

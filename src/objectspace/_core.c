@@ -144,14 +144,19 @@ missing(PyObject *self, const char *name)
         }                                                   \
     } while (0)
 
+static int touch_slow(BaseObject *self);
+
 /* `if not self._registered: self._touch()` */
-static int
+static inline int
 touch(BaseObject *self)
 {
+    return self->registered == Py_True ? 0 : touch_slow(self);
+}
+
+static int
+touch_slow(BaseObject *self)
+{
     PyObject *registered = self->registered;
-    if (registered == Py_True) {
-        return 0;
-    }
     if (registered != Py_False) {
         if (registered == NULL) {
             return missing((PyObject *)self, "_registered");
@@ -1082,12 +1087,30 @@ stack_peek(DataObject *self, PyObject *Py_UNUSED(ignored))
     return value;
 }
 
+/*
+ * The no-argument methods are METH_FASTCALL (checking that no argument was given, with
+ * METH_NOARGS's message) rather than METH_NOARGS: CPython 3.11 calls a bound builtin of the
+ * former straight from the interpreter loop, and one of the latter through the generic call.
+ */
+#define NO_ARGUMENTS(wrapper, impl, object_type, name)                                      \
+    static PyObject *wrapper(PyObject *self, PyObject *const *args, Py_ssize_t nargs)      \
+    {                                                                                      \
+        if (nargs != 0) {                                                                  \
+            PyErr_Format(PyExc_TypeError, name "() takes no arguments (%zd given)", nargs); \
+            return NULL;                                                                   \
+        }                                                                                  \
+        return impl((object_type *)self, NULL);                                            \
+    }
+
+NO_ARGUMENTS(stack_pop_fast, stack_pop, DataObject, "pop")
+NO_ARGUMENTS(stack_peek_fast, stack_peek, DataObject, "peek")
+
 static PyMethodDef stack_methods[] = {
     {"push", (PyCFunction)stack_push, METH_O,
      "push($self, value, /)\n--\n\nPut ``value`` on top. O(1)."},
-    {"pop", (PyCFunction)stack_pop, METH_NOARGS,
+    {"pop", (PyCFunction)(void (*)(void))stack_pop_fast, METH_FASTCALL,
      "pop($self, /)\n--\n\nRemove and return the top value. O(1). Empty: ``IndexError``."},
-    {"peek", (PyCFunction)stack_peek, METH_NOARGS,
+    {"peek", (PyCFunction)(void (*)(void))stack_peek_fast, METH_FASTCALL,
      "peek($self, /)\n--\n\nThe top value, left in place. O(1). Empty: ``IndexError``."},
     {NULL}};
 
@@ -1297,13 +1320,16 @@ queue_peek(QueueObject *self, PyObject *Py_UNUSED(ignored))
     return value;
 }
 
+NO_ARGUMENTS(queue_dequeue_fast, queue_dequeue, QueueObject, "dequeue")
+NO_ARGUMENTS(queue_peek_fast, queue_peek, QueueObject, "peek")
+
 static PyMethodDef queue_methods[] = {
     {"enqueue", (PyCFunction)queue_enqueue, METH_O,
      "enqueue($self, value, /)\n--\n\nAdd ``value`` at the tail. O(1)."},
-    {"dequeue", (PyCFunction)queue_dequeue, METH_NOARGS,
+    {"dequeue", (PyCFunction)(void (*)(void))queue_dequeue_fast, METH_FASTCALL,
      "dequeue($self, /)\n--\n\n"
      "Remove and return the value at the head. O(1). Empty: ``IndexError``."},
-    {"peek", (PyCFunction)queue_peek, METH_NOARGS,
+    {"peek", (PyCFunction)(void (*)(void))queue_peek_fast, METH_FASTCALL,
      "peek($self, /)\n--\n\n"
      "The value at the head, left in place. O(1). Empty: ``IndexError``."},
     {NULL}};
