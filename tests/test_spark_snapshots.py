@@ -199,6 +199,30 @@ def test_each_worker_adopts_the_snapshot_the_other_wrote(tmp_path: Any, snapshot
     assert len(os.listdir(snapshot_root)) == P  # one file per instance, replaced in place
 
 
+def test_a_worker_that_keeps_running_an_instance_stops_writing_its_snapshot(
+    tmp_path: Any, snapshot_root: str
+) -> None:
+    """Where Spark keeps giving a worker the same instances, the snapshots go unread: after
+    two batches in a row from its memory, the worker writes none (and removes the stale
+    one). When another worker gets the instance after all, it restores from storage."""
+    outputs, state = expected()
+    url = sqlite_url(tmp_path)
+    runner = make_runner(url)
+    a: dict[Any, Any] = {}
+    written = []
+    for n in range(4):
+        got, stats = run_batch(runner, BATCHES[n], n, a)
+        assert got == outputs[n] and all(s.cached == (n > 0) for s in stats)
+        written.append([s.snapshot_bytes > 0 for s in stats])
+        assert len(os.listdir(snapshot_root)) == (P if n < 2 else 0)
+    assert written == [[True] * P, [True] * P, [False] * P, [False] * P]
+    got, stats = run_batch(runner, BATCHES[4], 4, {})
+    assert got == outputs[4] and not any(s.cached for s in stats)
+    got, stats = run_batch(runner, BATCHES[5], 5, a)  # a's memory is behind: the snapshot
+    assert got == outputs[5] and all(s.snapshot for s in stats)
+    assert dump_state(url, "snap", "buffer5") == state
+
+
 def test_stale_snapshot_is_not_adopted(tmp_path: Any, snapshot_root: str) -> None:
     outputs, state = expected()
     url = sqlite_url(tmp_path)
@@ -414,7 +438,7 @@ def test_snapshots_off_or_no_private_folder(
     assert spark_module._snapshot_folder() == snapshot_root
 
     # A snapshot that cannot be written does not fail the task.
-    def broken(path: str, identity: bytes, data: Any) -> int:
+    def broken(path: str, identity: bytes, checkpoint_id: int, data: Any) -> int:
         raise OSError("disk full")
 
     monkeypatch.setattr(spark_module, "_write_snapshot", broken)

@@ -87,10 +87,16 @@ _RECEIPT = "__os_receipt"
 _CACHE: dict[tuple[str, str, str, str, int, int], Instance] = {}
 
 # Snapshot files: this header, the digest of the instance's identity (application, runner,
-# storage, job, operator, max_key_groups, index, parallelism), a digest of the payload, then
-# the pickled Instance.to_snapshot(). One file per identity, replaced atomically.
-_SNAPSHOT_MAGIC = b"objectspace instance snapshot 1\n"
+# storage, job, operator, max_key_groups, index, parallelism), a digest of the rest, the
+# checkpoint the instance saved (8 bytes), then the pickled Instance.to_snapshot(). One file
+# per identity, replaced atomically.
+_SNAPSHOT_MAGIC = b"objectspace instance snapshot 2\n"
 _DIGEST = 32
+# A worker that ran an instance from its own memory this many batches in a row expects to run
+# it again and writes no snapshot (the workers do not take turns).
+_SKIP_SNAPSHOT_AFTER = 2
+# Per cached instance: how many batches in a row this worker ran it from its memory.
+_STAYED: dict[tuple[str, str, str, str, int, int], int] = {}
 # Where snapshot files go when not in a Spark worker (None: a private temporary folder).
 _SNAPSHOT_ROOT: str | None = None
 
@@ -234,28 +240,31 @@ def _snapshot_folder() -> str | None:
     return path if _private_folder(path) else None
 
 
-def _write_snapshot(path: str, identity: bytes, data: Any) -> int:
-    """Pickle ``data`` into ``path`` atomically (a temporary file, then ``os.replace``);
-    returns the file's size."""
-    payload = pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
-    digest = hashlib.blake2b(payload, digest_size=_DIGEST).digest()
+def _write_snapshot(path: str, identity: bytes, checkpoint_id: int, data: Any) -> int:
+    """Pickle ``data``, the instance that saved ``checkpoint_id``, into ``path`` atomically
+    (a temporary file, then ``os.replace``); returns the file's size."""
+    body = checkpoint_id.to_bytes(8, "big", signed=True) + pickle.dumps(
+        data, pickle.HIGHEST_PROTOCOL
+    )
+    digest = hashlib.blake2b(body, digest_size=_DIGEST).digest()
     folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".snapshot", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(_SNAPSHOT_MAGIC + identity + digest)
-            f.write(payload)
+            f.write(body)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return len(_SNAPSHOT_MAGIC) + 2 * _DIGEST + len(payload)
+    return len(_SNAPSHOT_MAGIC) + 2 * _DIGEST + len(body)
 
 
-def _read_snapshot(path: str, identity: bytes) -> dict[str, Any] | None:
-    """The data :func:`_write_snapshot` wrote for ``identity``, or ``None`` when the file is
-    missing, unreadable, of another identity, truncated or corrupt."""
+def _read_snapshot(path: str, identity: bytes, checkpoint_id: int) -> dict[str, Any] | None:
+    """The data :func:`_write_snapshot` wrote for ``identity`` and ``checkpoint_id``, or
+    ``None`` when the file is missing, unreadable, of another identity or checkpoint (then
+    it is not unpickled), truncated or corrupt."""
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -264,14 +273,16 @@ def _read_snapshot(path: str, identity: bytes) -> dict[str, Any] | None:
     head = len(_SNAPSHOT_MAGIC)
     start = head + 2 * _DIGEST
     if (
-        len(blob) <= start
+        len(blob) <= start + 8
         or blob[:head] != _SNAPSHOT_MAGIC
         or blob[head : head + _DIGEST] != identity
+        or blob[start : start + 8] != checkpoint_id.to_bytes(8, "big", signed=True)
     ):
         return None
-    payload = memoryview(blob)[start:]
-    if hashlib.blake2b(payload, digest_size=_DIGEST).digest() != blob[head + _DIGEST : start]:
+    body = memoryview(blob)[start:]
+    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != blob[head + _DIGEST : start]:
         return None
+    payload = body[8:]
     # Unpickling creates thousands of objects: without the cyclic collector running over
     # them meanwhile it takes about half the time (none of them is garbage yet).
     collecting = gc.isenabled()
@@ -408,7 +419,7 @@ class _InstanceTask:
         if base is None or found is None:
             return None
         path, identity = found
-        data = _read_snapshot(path, identity)
+        data = _read_snapshot(path, identity, base)
         if data is None:
             return None
         try:
@@ -449,18 +460,28 @@ class _InstanceTask:
                 return False
         return True
 
-    def _write_snapshot(self, index: int, instance: Instance, stats: TaskStats) -> None:
-        """Leave the saved instance for the next worker; never fails the task."""
+    def _write_snapshot(
+        self, index: int, instance: Instance, stats: TaskStats, skip: bool = False
+    ) -> None:
+        """Leave the saved instance for the next worker (or, ``skip``, only remove the
+        previous snapshot, which is stale now); never fails the task."""
         found = self._snapshot_file(index)
         if found is None:
             return
         path, identity = found
         try:
-            stats.snapshot_bytes = _write_snapshot(path, identity, instance.to_snapshot())
+            if skip:
+                os.unlink(path)
+            else:
+                stats.snapshot_bytes = _write_snapshot(
+                    path, identity, self.checkpoint_id, instance.to_snapshot()
+                )
+        except FileNotFoundError:
+            pass
         except Exception as exc:
             logger.debug("instance snapshot %s not written: %r", path, exc)
             with contextlib.suppress(OSError):
-                os.unlink(path)  # an older snapshot must not stay in its place
+                os.unlink(path)  # an older snapshot need not stay in its place
 
     def __call__(self, group: tuple[Any, ...], table: pa.Table) -> pa.Table:
         """``applyInArrow``: all rows of one instance."""
@@ -509,6 +530,8 @@ class _InstanceTask:
         stats = TaskStats(index=index)
         instance = self._instance(index, stats)
         restore = time.perf_counter() - started
+        cache_key = self._cache_key(index)
+        stayed = _STAYED.pop(cache_key, 0) + 1 if stats.cached and not stats.snapshot else 0
         rows_read = instance.rows_read
         stats.rows_in = len(rows)
         key_columns = self.key_columns
@@ -561,10 +584,11 @@ class _InstanceTask:
             receipt = instance.save(self.checkpoint_id)
         stats.seconds_save = time.perf_counter() - t0
         if self.use_cache and not self.replay:
-            _CACHE[self._cache_key(index)] = instance
+            _CACHE[cache_key] = instance
+            _STAYED[cache_key] = stayed
             if self.use_snapshots:
                 t0 = time.perf_counter()
-                self._write_snapshot(index, instance, stats)
+                self._write_snapshot(index, instance, stats, stayed >= _SKIP_SNAPSHOT_AFTER)
                 stats.seconds_snapshot = time.perf_counter() - t0
         stats.seconds_total = time.perf_counter() - started
         stats.seconds_process = (
@@ -591,8 +615,10 @@ class StatefulRunner:
     the application ends), from which whichever Python worker of the machine runs that
     instance next adopts it; a snapshot is adopted only when it is exactly the committed
     state the batch runs on, checked against the store. It costs a pickle and a file write
-    per instance and batch; turn it off when the state is large and batches are not
-    small, or when the local disk is scarce.
+    per instance and batch, except where a worker ran the instance from its own memory two
+    batches in a row (Spark keeps giving it that instance: it skips the snapshot). Turn it
+    off when the state is large and workers keep their instances anyway, or when the local
+    disk is scarce.
     """
 
     def __init__(
