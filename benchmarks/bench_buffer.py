@@ -13,7 +13,7 @@ buffer that reaches 100 values is emitted (copied out) and cleared.
   bytes = the sum of ``len(key) + len(value)`` per row written.
 
 Wall time covers the whole run (opening the store, creating the buffers, every event and
-every checkpoint), median of 3 runs. Targets: <= 4 MB written on SQLite, < 1 s wall.
+every checkpoint), median of 7 runs. Targets: <= 4 MB written on SQLite, < 1 s wall.
 
     .venv/bin/python -m benchmarks.bench_buffer [--quick] [--no-record] [--profile]
 """
@@ -47,7 +47,7 @@ KEYS = 1_000
 CAPACITY = 100
 CHECKPOINTS = 60
 EVENTS_PER_KEY = 2
-REPEATS = 3
+REPEATS = 7
 
 TARGET_BYTES = 4_000_000
 TARGET_SECONDS = 1.0
