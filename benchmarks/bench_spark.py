@@ -330,10 +330,11 @@ def tree_bytes(root: str) -> tuple[int, dict[str, int]]:
     return total, kinds
 
 
-def tree_cpu_seconds() -> float | None:
+def tree_cpu_seconds() -> tuple[float, frozenset[int]] | None:
     """CPU seconds used so far by this process and its descendants (the JVM, the Python
     daemon and its workers), from /proc: utime + stime of every live process of the tree
-    plus cutime + cstime (its children that ended). Linux only; ``None`` elsewhere."""
+    plus cutime + cstime (its children that ended), and the pids of the tree. Linux only;
+    ``None`` elsewhere."""
     try:
         tick = os.sysconf("SC_CLK_TCK")
         stats: dict[int, tuple[int, list[str]]] = {}
@@ -353,14 +354,16 @@ def tree_cpu_seconds() -> float | None:
     for pid, (ppid, _f) in stats.items():
         children.setdefault(ppid, []).append(pid)
     total = 0
+    seen: set[int] = set()
     todo = [os.getpid()]
     while todo:
         pid = todo.pop()
         if pid in stats:
+            seen.add(pid)
             f = stats[pid][1]
             total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
         todo.extend(children.get(pid, []))
-    return total / tick
+    return total / tick, frozenset(seen)
 
 
 def fold_progress(result: Result, query: Any) -> None:
@@ -417,9 +420,10 @@ class Bench:
         else:
             raise ValueError(variant)
         cpu1 = tree_cpu_seconds()
-        if cpu0 is not None and cpu1 is not None and cpu1 >= cpu0:
-            # Processes that exit during the run take their CPU out of the tree's sum.
-            res.cpu = cpu1 - cpu0
+        # A process of the tree that exits during the run takes its CPU time out of the sum
+        # (or, reaped by a parent, adds its whole life to it): no figure then.
+        if cpu0 is not None and cpu1 is not None and cpu0[1] <= cpu1[1]:
+            res.cpu = cpu1[0] - cpu0[0]
         res.load = (load0, os.getloadavg()[0])
         return res
 
@@ -909,7 +913,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "Spark's progress reports (the foreachBatch or the stateful plan + sink). "
             "CPU: CPU seconds of the whole process tree (driver, JVM, Python workers) during "
             "the variant, from /proc, less sensitive than wall time to other load on a "
-            "shared machine; the load average before and after each variant is shown. "
+            "shared machine; the load average before and after each variant is shown; `-` "
+            "when a process of the tree exited during the variant (transformWithStateInPandas "
+            "stops its Python workers), which makes the sum meaningless. "
             f"Figures measured in the issue: {ISSUE_FIGURES}; throughput "
             "applyInPandasWithState 221 s, transformWithStateInPandas 548 s; floor 39 s."
         )

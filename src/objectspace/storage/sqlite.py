@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS space_rows (
 # at 16 KiB); 8 KiB keeps most of the first gain at half the second cost.
 PAGE_SIZE = 8192
 _WAL_BYTES = 4 * 1024 * 1024
+_CACHE_KIB = 32 * 1024
 
 
 def connect_sqlite(
@@ -78,6 +79,9 @@ def connect_sqlite(
         # size (SQLite's default is 1,000 pages: 4 MiB only with 4 KiB pages).
         size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute(f"PRAGMA wal_autocheckpoint={max(1, _WAL_BYTES // int(size))}")
+        # A checkpoint touches pages all over the file: keep them cached between commits
+        # (SQLite's default cache is 2 MB; this is an upper bound, used only as needed).
+        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
     except sqlite3.Error as exc:
         raise StorageError(f"cannot open SQLite store {path!r}: {exc}") from exc
     return conn
@@ -184,11 +188,20 @@ class _SQLiteWriter(StateWriter):
                 conn.execute("BEGIN IMMEDIATE")
                 if full:
                     conn.execute("DELETE FROM space_rows")
-                for name in self.changes:
-                    if name not in ids:
-                        cursor = conn.execute("INSERT INTO space_tables (name) VALUES (?)", (name,))
-                        added[name] = int(cursor.lastrowid or 0)
-                        written += len(name.encode("utf-8")) + ROW_OVERHEAD
+                new_names = [name for name in self.changes if name not in ids]
+                if new_names:
+                    # Ids chosen here, inside the write transaction, so that one
+                    # executemany stores them all.
+                    (top,) = conn.execute(
+                        "SELECT COALESCE(MAX(id), 0) FROM space_tables"
+                    ).fetchone()
+                    added = {name: top + 1 + i for i, name in enumerate(new_names)}
+                    conn.executemany(
+                        "INSERT INTO space_tables (id, name) VALUES (?, ?)",
+                        [(tid, name) for name, tid in added.items()],
+                    )
+                    written += sum(len(name.encode("utf-8")) for name in new_names)
+                    written += ROW_OVERHEAD * len(new_names)
                 tid_of = {**ids, **added} if added else ids
                 changes = self.changes.items()
                 truncates = [(tid_of[name],) for name, change in changes if change.truncated]
