@@ -107,10 +107,13 @@ class MsgpackSerializer(Serializer):
         )
 
     def _packer(self) -> msgpack.Packer:
-        packer = msgpack.Packer(
-            default=self._default, use_bin_type=True, strict_types=True, autoreset=True
-        )
-        self._local.packer = packer
+        """The calling thread's packer, made on first use."""
+        try:
+            packer: msgpack.Packer = self._local.packer
+        except AttributeError:
+            packer = self._local.packer = msgpack.Packer(
+                default=self._default, use_bin_type=True, strict_types=True, autoreset=True
+            )
         return packer
 
     def __getstate__(self) -> dict[str, Any]:
@@ -149,10 +152,7 @@ class MsgpackSerializer(Serializer):
         raise TypeError(f"cannot serialize an object of type {type(obj).__name__}")
 
     def dumps(self, value: Any) -> bytes:
-        try:
-            packer = self._local.packer
-        except AttributeError:
-            packer = self._packer()
+        packer = self._packer()
         try:
             data: bytes = packer.pack(value)
             return data
@@ -164,11 +164,7 @@ class MsgpackSerializer(Serializer):
     def raw_dumps(self) -> Callable[[Any], bytes]:
         # The calling thread's packer (it resets itself after a failed pack): one C-level
         # call per value, no Python frame.
-        try:
-            packer = self._local.packer
-        except AttributeError:
-            packer = self._packer()
-        pack: Callable[[Any], bytes] = packer.pack
+        pack: Callable[[Any], bytes] = self._packer().pack
         return pack
 
     def loads(self, data: bytes) -> Any:

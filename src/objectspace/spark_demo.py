@@ -174,36 +174,29 @@ def run_spark_demo(
             )
             query.awaitTermination()
 
+        def make_runner(parallelism: int) -> StatefulRunner:
+            return StatefulRunner(
+                pipeline,
+                key="user",
+                order_by="ts",
+                output_schema=OUTPUT_SCHEMA,
+                storage=storage,
+                job="demo",
+                operator="pipeline",
+                max_key_groups=128,
+                parallelism=parallelism,
+            )
+
         half = batches // 2
         print(f"\nrunning batches 0..{half - 1} at parallelism {first_parallelism}:")
-        runner = StatefulRunner(
-            pipeline,
-            key="user",
-            order_by="ts",
-            output_schema=OUTPUT_SCHEMA,
-            storage=storage,
-            job="demo",
-            operator="pipeline",
-            max_key_groups=128,
-            parallelism=first_parallelism,
-        )
+        runner = make_runner(first_parallelism)
         run_query(runner, half)
         runner.close()
         print(
             f"\nquery stopped; restarting from its checkpoint at parallelism "
             f"{second_parallelism} (the key groups move to new instances):"
         )
-        runner = StatefulRunner(
-            pipeline,
-            key="user",
-            order_by="ts",
-            output_schema=OUTPUT_SCHEMA,
-            storage=storage,
-            job="demo",
-            operator="pipeline",
-            max_key_groups=128,
-            parallelism=second_parallelism,
-        )
+        runner = make_runner(second_parallelism)
         run_query(runner, batches)
         runner.close()
 

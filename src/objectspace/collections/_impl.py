@@ -8,6 +8,7 @@ C compiler is available), else the pure-Python :mod:`objectspace.collections._py
 from __future__ import annotations
 
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 __all__ = [
@@ -26,6 +27,21 @@ PURE_PYTHON_ENV = "OBJECTSPACE_PURE_PYTHON"
 IMPLEMENTATION: Literal["c", "python"]
 """``"c"`` when the classes come from the extension, ``"python"`` otherwise."""
 
+
+def _choose() -> tuple[ModuleType, Literal["c", "python"]]:
+    """The module the classes come from, and which implementation it is."""
+    if os.environ.get(PURE_PYTHON_ENV, "") in ("", "0"):
+        try:
+            from objectspace import _core
+        except ImportError:
+            pass
+        else:
+            return _core, "c"
+    from objectspace.collections import _pycore
+
+    return _pycore, "python"
+
+
 if TYPE_CHECKING:
     from objectspace.collections._pycore import (
         ArrayBase,
@@ -35,37 +51,11 @@ if TYPE_CHECKING:
         StackBase,
         ValueBase,
     )
-elif os.environ.get(PURE_PYTHON_ENV, "") in ("", "0"):
-    try:
-        from objectspace._core import (
-            ArrayBase,
-            ListBase,
-            ObjectBase,
-            QueueBase,
-            StackBase,
-            ValueBase,
-        )
-    except ImportError:
-        from objectspace.collections._pycore import (
-            ArrayBase,
-            ListBase,
-            ObjectBase,
-            QueueBase,
-            StackBase,
-            ValueBase,
-        )
-
-        IMPLEMENTATION = "python"
-    else:
-        IMPLEMENTATION = "c"
 else:
-    from objectspace.collections._pycore import (
-        ArrayBase,
-        ListBase,
-        ObjectBase,
-        QueueBase,
-        StackBase,
-        ValueBase,
-    )
-
-    IMPLEMENTATION = "python"
+    _module, IMPLEMENTATION = _choose()
+    ObjectBase = _module.ObjectBase
+    ValueBase = _module.ValueBase
+    ArrayBase = _module.ArrayBase
+    ListBase = _module.ListBase
+    QueueBase = _module.QueueBase
+    StackBase = _module.StackBase

@@ -18,7 +18,7 @@ import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from objectspace.errors import StorageError
@@ -89,26 +89,12 @@ class WriteStats:
         return self
 
 
+@dataclass(slots=True)
 class TableChanges:
     """The normalised edits of one table: an optional table delete, then row edits."""
 
-    __slots__ = ("rows", "truncated")
-
-    def __init__(
-        self, truncated: bool = False, rows: dict[bytes, bytes | Deleted] | None = None
-    ) -> None:
-        self.truncated = truncated
-        self.rows: dict[bytes, bytes | Deleted] = {} if rows is None else rows
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TableChanges):
-            return NotImplemented
-        return self.truncated == other.truncated and self.rows == other.rows
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"TableChanges(truncated={self.truncated!r}, rows={self.rows!r})"
+    truncated: bool = False
+    rows: dict[bytes, bytes | Deleted] = field(default_factory=dict)
 
 
 class WriterStatus(enum.Enum):
