@@ -32,6 +32,7 @@ from objectspace.keygroups import KeyGroups
 from objectspace.serialization import Serializer
 from objectspace.space import ObjectSpace
 from objectspace.storage.base import CheckpointKind, DictReader, StateWriter, WriteStats
+from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
     Backend,
     CheckpointInfo,
@@ -72,7 +73,9 @@ def open_backend(url: str) -> Backend:
         parsed = urlparse(url)
         parsed.port  # noqa: B018 - validates host and port
     except ValueError as exc:
-        raise StorageError(f"cannot open storage {url!r}: malformed URL ({exc})") from exc
+        raise StorageError(
+            f"cannot open storage {redact_url(url)!r}: malformed URL ({exc})"
+        ) from exc
     scheme = parsed.scheme.lower()
     if scheme == "memory":
         from objectspace.storage.sqlite_backend import SQLiteBackend
@@ -83,14 +86,14 @@ def open_backend(url: str) -> Backend:
 
         if parsed.netloc:
             raise StorageError(
-                f"cannot open {url!r}: a SQLite URL has no host; use sqlite:///relative/path "
+                f"cannot open {redact_url(url)!r}: a SQLite URL has no host; use sqlite:///relative/path "
                 "or sqlite:////absolute/path"
             )
         path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
         if not path:
-            raise StorageError(f"cannot open {url!r}: the URL names no file")
+            raise StorageError(f"cannot open {redact_url(url)!r}: the URL names no file")
         if parse_qs(parsed.query):
-            raise StorageError(f"cannot open {url!r}: sqlite URLs take no options")
+            raise StorageError(f"cannot open {redact_url(url)!r}: sqlite URLs take no options")
         return SQLiteBackend(path)
     if scheme in ("postgresql", "postgres"):
         from objectspace.storage.postgres_backend import PostgresBackend
@@ -101,7 +104,7 @@ def open_backend(url: str) -> Backend:
 
         return SegmentBackend.from_url(url, open_backend)
     raise StorageError(
-        f"cannot open storage {url!r}: unknown scheme {parsed.scheme!r} (expected memory://, "
+        f"cannot open storage {redact_url(url)!r}: unknown scheme {parsed.scheme!r} (expected memory://, "
         "sqlite:///, postgresql://, or a filesystem URL such as file:// or s3:// with "
         "?catalog=<sqlite or postgresql URL>)"
     )
@@ -241,7 +244,7 @@ class Storage:
         self.backend.close()
 
     def __repr__(self) -> str:
-        return f"Storage({self.url!r})"
+        return f"Storage({redact_url(self.url)!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Storage, (self.backend,))
@@ -362,7 +365,7 @@ class Job:
         return self.backend.retain(self.name, keep_last)
 
     def __repr__(self) -> str:
-        return f"Job({self.name!r} in {self.storage.url!r})"
+        return f"Job({self.name!r} in {redact_url(self.storage.url)!r})"
 
 
 def _check_checkpoint_id(checkpoint_id: object) -> int:

@@ -65,6 +65,7 @@ from objectspace.errors import CheckpointError, ObjectSpaceError
 from objectspace.keygroups import KeyGroups, spark_instance_expr
 from objectspace.operators.state import KeyState
 from objectspace.spark_state import read_state
+from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import OperatorInfo
 
 if TYPE_CHECKING:
@@ -688,7 +689,7 @@ class StatefulRunner:
     def __repr__(self) -> str:
         return (
             f"StatefulRunner({self.job.name!r}/{self.operator.name!r}, "
-            f"storage={self.storage.url!r}, max_key_groups={self.operator.max_key_groups})"
+            f"storage={redact_url(self.storage.url)!r}, max_key_groups={self.operator.max_key_groups})"
         )
 
     def _schemas(self, spark: Any) -> tuple[StructType, pa.Schema]:
