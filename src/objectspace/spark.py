@@ -65,7 +65,7 @@ from objectspace.checkpoint import (
     open_storage,
 )
 from objectspace.errors import CheckpointError, ObjectSpaceError, ReservedColumnError
-from objectspace.keygroups import KeyGroups, spark_instance_expr
+from objectspace.keygroups import check_max_key_groups, spark_instance_expr
 from objectspace.operators.state import KeyState
 from objectspace.spark_state import read_state
 from objectspace.storage.urls import redact_url
@@ -196,6 +196,15 @@ def _columns(value: str | Sequence[str], what: str) -> tuple[str, ...]:
             f"{what} must be a column name or a non-empty list of names, not {value!r}"
         )
     return cols
+
+
+def _check_parallelism(parallelism: object, max_key_groups: int) -> int:
+    if type(parallelism) is not int or not 1 <= parallelism <= max_key_groups:
+        raise ValueError(
+            f"parallelism must be an int in 1..{max_key_groups} (max_key_groups), "
+            f"not {parallelism!r}"
+        )
+    return parallelism
 
 
 def _quote(column: str) -> str:
@@ -777,11 +786,9 @@ class StatefulRunner:
         self.order_columns = _columns(order_by, "order_by")
         self.output_schema_ddl = output_schema
         self.storage = open_storage(storage) if isinstance(storage, str) else storage
-        KeyGroups(max_key_groups)
-        if parallelism is not None and not 1 <= parallelism <= max_key_groups:
-            raise ValueError(
-                f"parallelism must be in 1..{max_key_groups} (max_key_groups), not {parallelism}"
-            )
+        check_max_key_groups(max_key_groups)
+        if parallelism is not None:
+            _check_parallelism(parallelism, max_key_groups)
         if retain is not None and retain < 2:
             raise ValueError(
                 f"retain must keep at least 2 checkpoints (replays need the one "
@@ -890,8 +897,12 @@ class StatefulRunner:
             raise ValueError(f"checkpoint_id must be an int >= 0, not {checkpoint_id!r}")
         spark = df.sparkSession
         max_kg = self.operator.max_key_groups
-        p = parallelism or self.parallelism or spark.sparkContext.defaultParallelism
-        p = min(max(1, int(p)), max_kg)
+        if parallelism is not None:
+            p = _check_parallelism(parallelism, max_kg)
+        elif self.parallelism is not None:
+            p = _check_parallelism(self.parallelism, max_kg)
+        else:
+            p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
         reserved = [c for c in df.columns if c in RESERVED_COLUMNS]
         if reserved:
             raise ReservedColumnError(
