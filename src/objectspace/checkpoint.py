@@ -394,8 +394,7 @@ def _check_name(what: str, name: object) -> str:
         name.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(
-            f"{what} must be valid UTF-8 text, not {name[:80]!r} (a lone surrogate at "
-            f"{exc.start})"
+            f"{what} must be valid UTF-8 text, not {name[:80]!r} (a lone surrogate at {exc.start})"
         ) from exc
     return name
 

@@ -151,8 +151,7 @@ def check_max_key_groups(value: object) -> int:
     else ValueError naming it and the bound."""
     if type(value) is not int or not 1 <= value <= MAX_KEY_GROUPS:
         raise ValueError(
-            f"max_key_groups must be an int in 1..{MAX_KEY_GROUPS} (MAX_KEY_GROUPS), "
-            f"got {value!r}"
+            f"max_key_groups must be an int in 1..{MAX_KEY_GROUPS} (MAX_KEY_GROUPS), got {value!r}"
         )
     return value
 
@@ -304,9 +303,7 @@ def spark_instance_expr(key_group_col: str, max_key_groups: int, parallelism: in
 
         CASE WHEN `kg` < 6 THEN `kg` div 3 ELSE 2 + ((`kg` - 6) div 2) END
     """
-    per, overflow = KeyGroups(max_key_groups)._split(
-        parallelism
-    )
+    per, overflow = KeyGroups(max_key_groups)._split(parallelism)
     kg = _quote_identifier(key_group_col)
     first_non_overflow = overflow * (per + 1)
     return (

@@ -266,9 +266,7 @@ def _snapshot_mac(key: bytes, identity: bytes, body: bytes | memoryview) -> byte
     return mac.digest()
 
 
-def _write_snapshot(
-    path: str, identity: bytes, checkpoint_id: int, data: Any, key: bytes
-) -> int:
+def _write_snapshot(path: str, identity: bytes, checkpoint_id: int, data: Any, key: bytes) -> int:
     """Pickle ``data``, the instance that saved ``checkpoint_id``, into ``path`` atomically
     (a temporary file, then ``os.replace``), authenticated with ``key``; returns the file's
     size."""
@@ -316,9 +314,7 @@ def _read_snapshot(
     ):
         return None
     body = memoryview(blob)[start:]
-    if not hmac.compare_digest(
-        _snapshot_mac(key, identity, body), blob[head + _DIGEST : start]
-    ):
+    if not hmac.compare_digest(_snapshot_mac(key, identity, body), blob[head + _DIGEST : start]):
         logger.warning(
             "instance snapshot %s does not verify (not written by this runner, or "
             "damaged): ignored, the instance is restored from storage",
@@ -393,7 +389,8 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
     if not isinstance(raw_stats, dict) or set(raw_stats) != set(fields):
         raise bad("stats fields")
     for name, value in raw_stats.items():
-        kind = type(fields[name].default)
+        default: object = fields[name].default
+        kind: type = type(default)
         ok = (
             type(value) is bool
             if kind is bool

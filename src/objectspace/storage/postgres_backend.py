@@ -197,7 +197,9 @@ class PostgresBackend(SQLBackend):
                     try:
                         pool.open(wait=False)
                     except psycopg.Error as exc:
-                        raise StorageError(f"cannot connect to {self!r}: {self._error(exc)}") from exc
+                        raise StorageError(
+                            f"cannot connect to {self!r}: {self._error(exc)}"
+                        ) from exc
                     self._pool = pool
         return self._pool
 
