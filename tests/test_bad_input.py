@@ -87,6 +87,11 @@ CASES: list[tuple[str, Call, type[BaseException], str]] = [
      ValueError, "parallelism"),
     ("runner with parallelism 2.0", lambda e: _runner(e, max_key_groups=4, parallelism=2.0),
      ValueError, "parallelism"),
+    ("runner batch with a checkpoint id beyond 64 bits",
+     lambda e: _runner(e, max_key_groups=4).process(None, BIG), ValueError, "checkpoint_id"),
+    ("runner batch at parallelism 0",
+     lambda e: _runner(e, max_key_groups=4).process(None, 1, parallelism=0),
+     ValueError, "parallelism"),
     ("key with a lone surrogate", lambda e: osp.key_group_hash("\ud800"),
      ValueError, "lone surrogate"),
     ("key tuple nested 10000 deep", lambda e: osp.key_group_hash(_deep_tuple(10_000)),
@@ -122,6 +127,7 @@ def env(tmp_path: Path) -> Env:
     instance = op.instance(0, 1)
     instance.space_for_key("user-1").create_list("buf").extend([1, 2, 3])
     job.commit(0, [instance.save(0)])
+    storage.job("spark").operator("o", 4)  # the runners' job, so making one changes nothing
     return Env(tmp_path, url, storage, job, op)
 
 

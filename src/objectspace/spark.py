@@ -889,9 +889,14 @@ class StatefulRunner:
         if (
             not isinstance(checkpoint_id, int)
             or isinstance(checkpoint_id, bool)
-            or checkpoint_id < 0
+            or not 0 <= checkpoint_id < _I64
         ):
-            raise ValueError(f"checkpoint_id must be an int >= 0, not {checkpoint_id!r}")
+            raise ValueError(
+                f"checkpoint_id must be an int in 0..{_I64 - 1} (a signed 64-bit id), "
+                f"not {checkpoint_id!r}"
+            )
+        if parallelism is not None:
+            _check_parallelism(parallelism, self.operator.max_key_groups)
         spark = df.sparkSession
         max_kg = self.operator.max_key_groups
         if parallelism is not None:
