@@ -81,7 +81,7 @@ CASES: list[tuple[str, Call, type[BaseException], str]] = [
     ("KeyGroups True", lambda e: osp.KeyGroups(True), ValueError, "MAX_KEY_GROUPS"),
     ("operator with 10**7 key groups", lambda e: e.job.operator("huge", 10**7),
      ValueError, str(MAX_KEY_GROUPS)),
-    ("runner with 2**32 key groups", lambda e: _runner(e, max_key_groups=2**32),
+    ("runner with 2**32 key groups", lambda e: _runner(e, job="fresh", max_key_groups=2**32),
      ValueError, str(MAX_KEY_GROUPS)),
     ("runner with parallelism True", lambda e: _runner(e, max_key_groups=4, parallelism=True),
      ValueError, "parallelism"),
