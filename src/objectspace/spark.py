@@ -542,8 +542,9 @@ class _InstanceTask:
         the storage URL, job, operator, key groups and parallelism, so a store deleted and
         re-created at the same URL (write ids restart at 1) would have to repeat the
         same ids at the same versions for every key group, in the same runner, to be
-        mistaken for the old one. A file that is missing, truncated, corrupt (a digest
-        covers it) or of another identity is a miss, never an error.
+        mistaken for the old one. A file that is missing, truncated, corrupt, not
+        written under this runner's key (an HMAC covers it, checked before unpickling) or
+        of another identity is a miss, never an error.
         """
         base = self.base
         found = self._snapshot_file(index)
