@@ -56,7 +56,7 @@ def _check_id(object_id: object) -> str:
     try:
         object_id.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"object id {object_id!r} is not valid Unicode text: {exc}") from None
+        raise ValueError(f"object id {object_id!r} is not valid Unicode text: {exc}") from exc
     return object_id
 
 
