@@ -26,7 +26,7 @@ import pytest
 import objectspace.spark as spark_module
 from objectspace.keygroups import KeyGroups
 from objectspace.operators import KeyState
-from objectspace.spark import StatefulRunner, TaskStats, _InstanceTask
+from objectspace.spark import StatefulRunner, TaskStats, _InstanceTask, _unpack_receipt
 from spark_helpers import (
     Row,
     df_rows,
@@ -128,6 +128,7 @@ def run_batch(
         cache,
         snapshots,
         f"test-app/{runner._token}",
+        runner._snapshot_key,
     )
     groups = KeyGroups(MAX_KG)
     by_instance: dict[int, list[Row]] = {}
@@ -142,7 +143,7 @@ def run_batch(
         receipts, stats = [], []
         for index in sorted(by_instance):
             produced = task.run_instance(index, by_instance[index])
-            receipt, st = pickle.loads(produced[-1]["__os_receipt"])
+            receipt, st = _unpack_receipt(produced[-1]["__os_receipt"])
             out.extend(produced[:-1])
             stats.append(st)
             if receipt is not None:
@@ -438,7 +439,7 @@ def test_snapshots_off_or_no_private_folder(
     assert spark_module._snapshot_folder() == snapshot_root
 
     # A snapshot that cannot be written does not fail the task.
-    def broken(path: str, identity: bytes, checkpoint_id: int, data: Any) -> int:
+    def broken(path: str, identity: bytes, checkpoint_id: int, data: Any, key: bytes) -> int:
         raise OSError("disk full")
 
     monkeypatch.setattr(spark_module, "_write_snapshot", broken)
@@ -450,6 +451,68 @@ def test_snapshots_off_or_no_private_folder(
         got, _ = run_batch(runner, BATCHES[n], n, {})
         assert got == outputs[n]
     assert dump_state(url, "snap", "buffer5") == state
+
+
+class _Payload:
+    """Creates a marker file when unpickled: what a planted snapshot would run."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("keep_mac", [False, True])
+def test_planted_snapshot_is_never_unpickled(
+    tmp_path: Any, snapshot_root: str, keep_mac: bool
+) -> None:
+    """A snapshot file replaced by someone who can write the folder but does not hold the
+    runner's key (a planted pickle, with the right header, identity and checkpoint, and
+    with the old file's MAC or a digest of its own) is ignored: nothing is unpickled, and
+    the batch restores from storage and gives the right output."""
+    outputs, state = expected()
+    url = sqlite_url(tmp_path)
+    runner = make_runner(url)
+    run_batch(runner, BATCHES[0], 0, {})
+    marker = tmp_path / "pwned"
+    paths = sorted(os.path.join(snapshot_root, name) for name in os.listdir(snapshot_root))
+    assert len(paths) == P
+    head = len(spark_module._SNAPSHOT_MAGIC)
+    for path in paths:
+        with open(path, "rb") as f:
+            blob = f.read()
+        body = (0).to_bytes(8, "big", signed=True) + pickle.dumps(
+            {"payload": _Payload(str(marker))}
+        )
+        digest = (
+            blob[head + 32 : head + 64]
+            if keep_mac
+            else __import__("hashlib").blake2b(body, digest_size=32).digest()
+        )
+        with open(path, "wb") as f:
+            f.write(blob[: head + 32] + digest + body)
+    got, stats = run_batch(runner, BATCHES[1], 1, {})
+    assert not marker.exists()
+    assert got == outputs[1]
+    assert not any(s.snapshot or s.cached for s in stats)
+    for n in range(2, len(BATCHES)):
+        got, _ = run_batch(runner, BATCHES[n], n, {})
+        assert got == outputs[n]
+    assert not marker.exists()
+    assert dump_state(url, "snap", "buffer5") == state
+
+
+def test_snapshot_of_another_runner_key_is_not_adopted(tmp_path: Any, snapshot_root: str) -> None:
+    """The key, not the folder, decides: a runner with another key adopts nothing."""
+    url = sqlite_url(tmp_path)
+    runner = make_runner(url)
+    run_batch(runner, BATCHES[0], 0, {})
+    runner._snapshot_key = os.urandom(32)
+    _, stats = run_batch(runner, BATCHES[1], 1, {})
+    assert not any(s.snapshot for s in stats)
+    _, stats = run_batch(runner, BATCHES[2], 2, {})
+    assert all(s.snapshot for s in stats)
 
 
 # -- on Spark ---------------------------------------------------------------------------------

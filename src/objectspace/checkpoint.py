@@ -32,6 +32,7 @@ from objectspace.keygroups import KeyGroups
 from objectspace.serialization import Serializer
 from objectspace.space import ObjectSpace
 from objectspace.storage.base import CheckpointKind, DictReader, StateWriter, WriteStats
+from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
     Backend,
     CheckpointInfo,
@@ -68,11 +69,22 @@ def open_backend(url: str) -> Backend:
     """
     if not isinstance(url, str):
         raise TypeError(f"a storage URL is a str, not {type(url).__name__}")
+    if "\x00" in url:
+        raise StorageError(f"cannot open storage {redact_url(url)!r}: the URL holds a NUL byte")
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StorageError(
+            f"cannot open storage {redact_url(url)!r}: the URL is not valid UTF-8 text "
+            f"(a lone surrogate at {exc.start})"
+        ) from exc
     try:
         parsed = urlparse(url)
         parsed.port  # noqa: B018 - validates host and port
     except ValueError as exc:
-        raise StorageError(f"cannot open storage {url!r}: malformed URL ({exc})") from exc
+        raise StorageError(
+            f"cannot open storage {redact_url(url)!r}: malformed URL ({exc})"
+        ) from exc
     scheme = parsed.scheme.lower()
     if scheme == "memory":
         from objectspace.storage.sqlite_backend import SQLiteBackend
@@ -83,14 +95,14 @@ def open_backend(url: str) -> Backend:
 
         if parsed.netloc:
             raise StorageError(
-                f"cannot open {url!r}: a SQLite URL has no host; use sqlite:///relative/path "
+                f"cannot open {redact_url(url)!r}: a SQLite URL has no host; use sqlite:///relative/path "
                 "or sqlite:////absolute/path"
             )
         path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
         if not path:
-            raise StorageError(f"cannot open {url!r}: the URL names no file")
+            raise StorageError(f"cannot open {redact_url(url)!r}: the URL names no file")
         if parse_qs(parsed.query):
-            raise StorageError(f"cannot open {url!r}: sqlite URLs take no options")
+            raise StorageError(f"cannot open {redact_url(url)!r}: sqlite URLs take no options")
         return SQLiteBackend(path)
     if scheme in ("postgresql", "postgres"):
         from objectspace.storage.postgres_backend import PostgresBackend
@@ -101,7 +113,7 @@ def open_backend(url: str) -> Backend:
 
         return SegmentBackend.from_url(url, open_backend)
     raise StorageError(
-        f"cannot open storage {url!r}: unknown scheme {parsed.scheme!r} (expected memory://, "
+        f"cannot open storage {redact_url(url)!r}: unknown scheme {parsed.scheme!r} (expected memory://, "
         "sqlite:///, postgresql://, or a filesystem URL such as file:// or s3:// with "
         "?catalog=<sqlite or postgresql URL>)"
     )
@@ -230,8 +242,6 @@ class Storage:
 
     def job(self, name: str) -> Job:
         """The job ``name`` (created with its first operator)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a job name is a non-empty str, not {name!r}")
         return Job(self, name)
 
     def jobs(self) -> list[str]:
@@ -241,7 +251,7 @@ class Storage:
         self.backend.close()
 
     def __repr__(self) -> str:
-        return f"Storage({self.url!r})"
+        return f"Storage({redact_url(self.url)!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Storage, (self.backend,))
@@ -252,7 +262,7 @@ class Job:
 
     def __init__(self, storage: Storage, name: str) -> None:
         self.storage = storage
-        self.name = name
+        self.name = _check_name("a job name", name)
 
     @property
     def backend(self) -> Backend:
@@ -272,8 +282,7 @@ class Job:
         ``max_key_groups`` is required to create it and fixed afterwards: reopening with
         another value raises :class:`~objectspace.CheckpointError` naming both.
         """
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"an operator name is a non-empty str, not {name!r}")
+        _check_name("an operator name", name)
         if max_key_groups is not None:
             KeyGroups(max_key_groups)  # validates
         info = self.backend.ensure_operator(self.name, name, max_key_groups, schema_version)
@@ -351,6 +360,7 @@ class Job:
         """Rewrite, for every operator, each key group whose restore chain has at least
         ``min_chain_length`` differential writes as one full write (see
         :meth:`Operator.compact`)."""
+        _check_count("min_chain_length", min_chain_length, 0)
         stats = CompactionStats()
         for info in self.operators():
             stats += self.operator(info.name).compact(min_chain_length)
@@ -359,15 +369,52 @@ class Job:
     def retain(self, keep_last: int = 2) -> RetentionStats:
         """Remove every version that no restore of the last ``keep_last`` checkpoints needs,
         and pending writes that can never be committed."""
+        _check_count("keep_last", keep_last, 1)
         return self.backend.retain(self.name, keep_last)
 
     def __repr__(self) -> str:
-        return f"Job({self.name!r} in {self.storage.url!r})"
+        return f"Job({self.name!r} in {redact_url(self.storage.url)!r})"
+
+
+_I64_MAX = (1 << 63) - 1
+# Job and operator names are catalog text (PostgreSQL text holds no NUL) and file names.
+_MAX_NAME = 1024
+
+
+def _check_name(what: str, name: object) -> str:
+    """``name`` if it is a job or operator name: non-empty UTF-8 text, no NUL, at most
+    1024 characters; else ValueError naming it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} is a non-empty str, not {name!r}")
+    if "\x00" in name or len(name) > _MAX_NAME:
+        raise ValueError(
+            f"{what} holds no NUL byte and at most {_MAX_NAME} characters, not {name[:80]!r}"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} must be valid UTF-8 text, not {name[:80]!r} (a lone surrogate at {exc.start})"
+        ) from exc
+    return name
+
+
+def _check_count(what: str, value: object, least: int) -> int:
+    if type(value) is not int or not least <= value <= _I64_MAX:
+        raise ValueError(f"{what} must be an int in {least}..{_I64_MAX}, not {value!r}")
+    return value
 
 
 def _check_checkpoint_id(checkpoint_id: object) -> int:
-    if not isinstance(checkpoint_id, int) or isinstance(checkpoint_id, bool) or checkpoint_id < 0:
-        raise ValueError(f"a checkpoint id is an int >= 0, not {checkpoint_id!r}")
+    if (
+        not isinstance(checkpoint_id, int)
+        or isinstance(checkpoint_id, bool)
+        or not 0 <= checkpoint_id <= _I64_MAX
+    ):
+        raise ValueError(
+            f"a checkpoint id is an int in 0..{_I64_MAX} (a signed 64-bit id), "
+            f"not {checkpoint_id!r}"
+        )
     return checkpoint_id
 
 
@@ -406,6 +453,7 @@ class Operator:
         """Rewrite each key group whose chain as of the last checkpoint has at least
         ``min_chain_length`` differential writes as one full write, committed in one catalog
         transaction per key group. Older writes stay until :meth:`Job.retain` drops them."""
+        _check_count("min_chain_length", min_chain_length, 0)
         job = self.job
         stats = CompactionStats()
         last = job.last_checkpoint()

@@ -8,6 +8,7 @@ __all__ = [
     "ObjectDeletedError",
     "ObjectExistsError",
     "ObjectSpaceError",
+    "ReservedColumnError",
     "SerializationError",
     "StorageError",
     "WrongKindError",
@@ -47,3 +48,7 @@ class CorruptStateError(StorageError):
 
 class CheckpointError(ObjectSpaceError):
     """Raised when a checkpoint cannot be written, committed or restored as asked."""
+
+
+class ReservedColumnError(ObjectSpaceError, ValueError):
+    """Raised when an input, an output row or an output_schema uses a column objectspace reserves."""

@@ -125,7 +125,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import parse_qsl, urlencode, urlparse
+from urllib.parse import parse_qsl, urlparse
 
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Storage, open_storage
 from objectspace.collections import (
@@ -141,6 +141,7 @@ from objectspace.keygroups import Key
 from objectspace.operators.state import key_prefix
 from objectspace.serialization import Serializer, serializer_by_name, to_tagged_json
 from objectspace.space import ObjectSpace
+from objectspace.storage.urls import redact_text, redact_url
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -204,9 +205,6 @@ Progress = Callable[[int, int], None]
 """A progress callback: ``(done, total)``."""
 
 _SEQUENCE_KINDS = frozenset({"Array", "List", "Queue", "Stack", "LinkedList"})
-_SECRET_OPTIONS = frozenset({"secret", "password", "key", "token", "session_token"})
-
-
 # -- values as JSON -------------------------------------------------------------------------
 
 
@@ -273,27 +271,9 @@ def entries(obj: PersistedObject) -> Iterator[tuple[str | None, str | None]]:
 
 
 def redact(url: str) -> str:
-    """``url`` with passwords and secret options masked (the catalog URL too)."""
-    try:
-        parsed = urlparse(url)
-        password = parsed.password
-        query = parse_qsl(parsed.query, keep_blank_values=True)
-    except ValueError:
-        return url
-    base, mark, _ = url.partition("?")
-    if password is not None:
-        userinfo, at, rest = base.partition("@")
-        scheme, sep, user = userinfo.partition("://")
-        base = f"{scheme}{sep}{user.split(':', 1)[0]}:***{at}{rest}"
-    if not mark:
-        return base
-    masked = [
-        (name, redact(value) if name == "catalog" else "***")
-        if name == "catalog" or name.lower() in _SECRET_OPTIONS
-        else (name, value)
-        for name, value in query
-    ]
-    return f"{base}?{urlencode(masked, safe='/:*@')}"
+    """``url`` with passwords and secret options masked (the catalog URL too); see
+    :func:`objectspace.storage.redact_url`."""
+    return redact_url(url)
 
 
 def _sqlite_path(url: str) -> str | None:
@@ -343,7 +323,9 @@ def _check_postgres(backend: Any) -> None:
                 (backend.schema,),
             ).fetchone()
     except psycopg.Error as exc:
-        raise StorageError(f"cannot connect to {redact(backend.url)}: {exc}") from exc
+        raise StorageError(
+            f"cannot connect to {redact(backend.url)}: {redact_text(exc, [backend.url])}"
+        ) from exc
     if row is None:
         raise StorageError(
             f"no storage at {redact(backend.url)}: schema {backend.schema!r} holds no "
@@ -355,11 +337,15 @@ def open_existing(url: str) -> Storage:
     """Open the storage at ``url`` only if it exists; never create it (module docstring)."""
     if not isinstance(url, str) or not url:
         raise StorageError("a storage URL is a non-empty string")
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+    except ValueError as exc:
+        raise StorageError(f"cannot open storage {redact_url(url)!r}: malformed URL") from exc
     scheme = parsed.scheme.lower()
     if scheme == "memory":
         raise StorageError(
-            f"{url!r}: memory:// storage lives inside one process; there is nothing to open here"
+            f"{redact_url(url)!r}: memory:// storage lives inside one process; there is "
+            "nothing to open here"
         )
     path = _sqlite_path(url)
     if path is not None:

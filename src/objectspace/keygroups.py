@@ -42,9 +42,11 @@ from typing import TypeAlias
 import xxhash
 
 __all__ = [
+    "MAX_KEY_GROUPS",
     "SPARK_XXHASH64_SEED",
     "Key",
     "KeyGroups",
+    "check_max_key_groups",
     "key_group_hash",
     "spark_instance_expr",
     "spark_key_group_expr",
@@ -52,6 +54,11 @@ __all__ = [
 
 SPARK_XXHASH64_SEED = 42
 """Seed of Spark SQL's ``xxhash64`` function (``XxHash64`` expression)."""
+
+MAX_KEY_GROUPS = 32768
+"""The largest ``max_key_groups`` (Flink's bound): every key group is an object space, a
+catalog row per write and a slot in each restore, so far more key groups than tasks only
+costs; and Spark computes key groups as ``int``."""
 
 Key: TypeAlias = "str | int | bytes | bool | tuple[Key, ...] | None"
 """A key that :func:`key_group_hash` accepts; tuples (multi-column keys) may nest."""
@@ -65,9 +72,11 @@ _INT_FALSE = struct.pack("<i", 0)
 _xxh64 = xxhash.xxh64_intdigest
 
 _SUPPORTED = "str, int (signed 64-bit), bytes, bool, None, or a tuple of those"
+# Spark keys are columns and structs of columns; far deeper nesting is a bug, not a key.
+_MAX_KEY_DEPTH = 32
 
 
-def _hash_unsigned(key: object, seed: int) -> int:
+def _hash_unsigned(key: object, seed: int, depth: int = 0) -> int:
     """Spark's ``XxHash64`` of one value with ``seed``, as an unsigned 64-bit int.
 
     ``seed`` is unsigned (0 .. 2**64 - 1), as the ``xxhash`` package expects.  Cost: one
@@ -76,7 +85,13 @@ def _hash_unsigned(key: object, seed: int) -> int:
     # isinstance chain, most common key types first; bool before int (bool is an int).
     # Subclasses (IntEnum, str enums, NamedTuple, ...) hash like their base type.
     if isinstance(key, str):
-        return _xxh64(key.encode("utf-8"), seed)
+        try:
+            return _xxh64(key.encode("utf-8"), seed)
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"str key {key!r} is not valid UTF-8 (it holds a lone surrogate at "
+                f"{exc.start}) and cannot be hashed as Spark hashes strings"
+            ) from exc
     if isinstance(key, bool):
         return _xxh64(_INT_TRUE if key else _INT_FALSE, seed)
     if isinstance(key, int):
@@ -86,8 +101,13 @@ def _hash_unsigned(key: object, seed: int) -> int:
     if key is None:
         return seed
     if isinstance(key, tuple):
+        if depth >= _MAX_KEY_DEPTH:
+            raise ValueError(
+                f"key tuples nest more than {_MAX_KEY_DEPTH} levels deep; a key is a value "
+                "or a tuple of key columns"
+            )
         for field in key:
-            seed = _hash_unsigned(field, seed)
+            seed = _hash_unsigned(field, seed, depth + 1)
         return seed
     raise TypeError(
         f"unsupported key type {type(key).__qualname__!r} for key_group_hash; "
@@ -119,16 +139,20 @@ def key_group_hash(key: Key) -> int:
 
     Raises:
         TypeError: for a float, an int outside the signed 64-bit range, or any other type.
-        UnicodeEncodeError: for a ``str`` with lone surrogates (not valid UTF-8; Spark
-            strings cannot hold them).
+        ValueError: for a ``str`` with lone surrogates (not valid UTF-8; Spark strings
+            cannot hold them).
     """
     h = _hash_unsigned(key, SPARK_XXHASH64_SEED)
     return h - _U64 if h > _I64_MAX else h
 
 
-def _check_positive_int(name: str, value: object) -> int:
-    if type(value) is not int or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def check_max_key_groups(value: object) -> int:
+    """``value`` if it is a valid ``max_key_groups`` (an int in 1..:data:`MAX_KEY_GROUPS`),
+    else ValueError naming it and the bound."""
+    if type(value) is not int or not 1 <= value <= MAX_KEY_GROUPS:
+        raise ValueError(
+            f"max_key_groups must be an int in 1..{MAX_KEY_GROUPS} (MAX_KEY_GROUPS), got {value!r}"
+        )
     return value
 
 
@@ -142,8 +166,9 @@ class KeyGroups:
     __slots__ = ("_max_key_groups",)
 
     def __init__(self, max_key_groups: int) -> None:
-        """Create the key space; ``max_key_groups`` must be a positive int (else ValueError)."""
-        self._max_key_groups: int = _check_positive_int("max_key_groups", max_key_groups)
+        """Create the key space; ``max_key_groups`` must be an int in 1..:data:`MAX_KEY_GROUPS`
+        (else ValueError)."""
+        self._max_key_groups: int = check_max_key_groups(max_key_groups)
 
     @property
     def max_key_groups(self) -> int:
@@ -265,7 +290,7 @@ def spark_key_group_expr(columns: list[str], max_key_groups: int) -> str:
     """
     if not columns:
         raise ValueError("spark_key_group_expr needs at least one key column")
-    _check_positive_int("max_key_groups", max_key_groups)
+    check_max_key_groups(max_key_groups)
     cols = ", ".join(_quote_identifier(c) for c in columns)
     return f"pmod(xxhash64({cols}), {max_key_groups})"
 
@@ -278,9 +303,7 @@ def spark_instance_expr(key_group_col: str, max_key_groups: int, parallelism: in
 
         CASE WHEN `kg` < 6 THEN `kg` div 3 ELSE 2 + ((`kg` - 6) div 2) END
     """
-    per, overflow = KeyGroups(_check_positive_int("max_key_groups", max_key_groups))._split(
-        parallelism
-    )
+    per, overflow = KeyGroups(max_key_groups)._split(parallelism)
     kg = _quote_identifier(key_group_col)
     first_non_overflow = overflow * (per + 1)
     return (

@@ -56,7 +56,7 @@ def _check_id(object_id: object) -> str:
     try:
         object_id.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"object id {object_id!r} is not valid Unicode text: {exc}") from None
+        raise ValueError(f"object id {object_id!r} is not valid Unicode text: {exc}") from exc
     return object_id
 
 
@@ -102,7 +102,13 @@ class ObjectSpace:
         """Create a fixed-length array with every slot set to ``fill``."""
         if not isinstance(length, int) or isinstance(length, bool) or length < 0:
             raise ValueError(f"array {object_id!r}: length must be an int >= 0, not {length!r}")
-        return self._add(PersistedArray(self, _check_id(object_id), [fill] * length))
+        try:
+            data = [fill] * length
+        except (OverflowError, MemoryError) as exc:
+            raise ValueError(
+                f"array {object_id!r}: length {length} is too large to hold in memory"
+            ) from exc
+        return self._add(PersistedArray(self, _check_id(object_id), data))
 
     def create_list(self, object_id: str) -> PersistedList:
         """Create an empty list."""

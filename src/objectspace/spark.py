@@ -40,11 +40,14 @@ is restored from storage.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import hashlib
+import hmac
 import logging
 import os
 import pickle
+import secrets
 import stat
 import tempfile
 import time
@@ -61,10 +64,11 @@ from objectspace.checkpoint import (
     Storage,
     open_storage,
 )
-from objectspace.errors import CheckpointError, ObjectSpaceError
-from objectspace.keygroups import KeyGroups, spark_instance_expr
+from objectspace.errors import CheckpointError, ObjectSpaceError, ReservedColumnError
+from objectspace.keygroups import check_max_key_groups, spark_instance_expr
 from objectspace.operators.state import KeyState
 from objectspace.spark_state import read_state
+from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import OperatorInfo
 
 if TYPE_CHECKING:
@@ -81,17 +85,23 @@ StatefulFunction = Callable[[Any, list[dict[str, Any]], KeyState], Iterable[Mapp
 _KG = "__os_kg"
 _INSTANCE = "__os_instance"
 _RECEIPT = "__os_receipt"
+RESERVED_COLUMNS = (_KG, _INSTANCE, _RECEIPT)
+"""Column names the runner adds to a batch: an input, an output row or an output_schema
+that uses one is refused with :class:`~objectspace.errors.ReservedColumnError`."""
 
 # Instances kept by a Python worker between batches:
 # (owner, url, job, operator, index, p) → Instance, the owner naming the application and runner.
 _CACHE: dict[tuple[str, str, str, str, int, int], Instance] = {}
 
 # Snapshot files: this header, the digest of the instance's identity (application, runner,
-# storage, job, operator, max_key_groups, index, parallelism), a digest of the rest, the
-# checkpoint the instance saved (8 bytes), then the pickled Instance.to_snapshot(). One file
-# per identity, replaced atomically.
-_SNAPSHOT_MAGIC = b"objectspace instance snapshot 2\n"
+# storage, job, operator, max_key_groups, index, parallelism), an HMAC-SHA256 of everything
+# else keyed with the runner's secret, the checkpoint the instance saved (8 bytes), then the
+# pickled Instance.to_snapshot(). One file per identity, replaced atomically. The key is made
+# on the driver and reaches the tasks only inside the task object, never on disk: a file
+# whose MAC does not verify is never unpickled.
+_SNAPSHOT_MAGIC = b"objectspace instance snapshot 3\n"
 _DIGEST = 32
+_SNAPSHOT_KEY_BYTES = 32
 # A worker that ran an instance from its own memory this many batches in a row expects to run
 # it again and writes no snapshot (the workers do not take turns).
 _SKIP_SNAPSHOT_AFTER = 2
@@ -188,6 +198,15 @@ def _columns(value: str | Sequence[str], what: str) -> tuple[str, ...]:
     return cols
 
 
+def _check_parallelism(parallelism: object, max_key_groups: int) -> int:
+    if type(parallelism) is not int or not 1 <= parallelism <= max_key_groups:
+        raise ValueError(
+            f"parallelism must be an int in 1..{max_key_groups} (max_key_groups), "
+            f"not {parallelism!r}"
+        )
+    return parallelism
+
+
 def _quote(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
@@ -240,13 +259,23 @@ def _snapshot_folder() -> str | None:
     return path if _private_folder(path) else None
 
 
-def _write_snapshot(path: str, identity: bytes, checkpoint_id: int, data: Any) -> int:
+def _snapshot_mac(key: bytes, identity: bytes, body: bytes | memoryview) -> bytes:
+    mac = hmac.new(key, _SNAPSHOT_MAGIC, hashlib.sha256)
+    mac.update(identity)
+    mac.update(body)
+    return mac.digest()
+
+
+def _write_snapshot(path: str, identity: bytes, checkpoint_id: int, data: Any, key: bytes) -> int:
     """Pickle ``data``, the instance that saved ``checkpoint_id``, into ``path`` atomically
-    (a temporary file, then ``os.replace``); returns the file's size."""
+    (a temporary file, then ``os.replace``), authenticated with ``key``; returns the file's
+    size."""
+    if len(key) < _SNAPSHOT_KEY_BYTES:
+        raise ValueError("an instance snapshot needs a key of at least 32 bytes")
     body = checkpoint_id.to_bytes(8, "big", signed=True) + pickle.dumps(
         data, pickle.HIGHEST_PROTOCOL
     )
-    digest = hashlib.blake2b(body, digest_size=_DIGEST).digest()
+    digest = _snapshot_mac(key, identity, body)
     folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".snapshot", dir=folder)
     try:
@@ -261,10 +290,15 @@ def _write_snapshot(path: str, identity: bytes, checkpoint_id: int, data: Any) -
     return len(_SNAPSHOT_MAGIC) + 2 * _DIGEST + len(body)
 
 
-def _read_snapshot(path: str, identity: bytes, checkpoint_id: int) -> dict[str, Any] | None:
-    """The data :func:`_write_snapshot` wrote for ``identity`` and ``checkpoint_id``, or
-    ``None`` when the file is missing, unreadable, of another identity or checkpoint (then
-    it is not unpickled), truncated or corrupt."""
+def _read_snapshot(
+    path: str, identity: bytes, checkpoint_id: int, key: bytes
+) -> dict[str, Any] | None:
+    """The data :func:`_write_snapshot` wrote with ``key`` for ``identity`` and
+    ``checkpoint_id``, or ``None`` when the file is missing, unreadable, of another identity
+    or checkpoint, truncated, corrupt or not written with ``key``. Only a file whose
+    HMAC verifies is unpickled."""
+    if len(key) < _SNAPSHOT_KEY_BYTES:
+        return None
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -280,7 +314,12 @@ def _read_snapshot(path: str, identity: bytes, checkpoint_id: int) -> dict[str, 
     ):
         return None
     body = memoryview(blob)[start:]
-    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != blob[head + _DIGEST : start]:
+    if not hmac.compare_digest(_snapshot_mac(key, identity, body), blob[head + _DIGEST : start]):
+        logger.warning(
+            "instance snapshot %s does not verify (not written by this runner, or "
+            "damaged): ignored, the instance is restored from storage",
+            path,
+        )
         return None
     payload = body[8:]
     # Unpickling creates thousands of objects: without the cyclic collector running over
@@ -295,6 +334,92 @@ def _read_snapshot(path: str, identity: bytes, checkpoint_id: int) -> dict[str, 
         if collecting:
             gc.enable()
     return data if isinstance(data, dict) else None
+
+
+# -- receipts: how a task's receipt and stats reach the driver --------------------------------
+
+_RECEIPT_VERSION = 1
+_RECEIPT_INTS = ("index", "parallelism", "checkpoint_id", "bytes_written", "rows_written")
+_I64 = 1 << 63
+
+
+def _pack_receipt(receipt: Receipt | None, stats: TaskStats) -> bytes:
+    """The receipt row's bytes: msgpack of plain fields only (never a pickle: the driver
+    decodes them, and a row's bytes must not be able to run code there)."""
+    import msgpack
+
+    packed_receipt = None
+    if receipt is not None:
+        packed_receipt = dataclasses.asdict(receipt)
+        packed_receipt["writes"] = [list(w) for w in receipt.writes]
+    return bytes(
+        msgpack.packb(
+            {"v": _RECEIPT_VERSION, "receipt": packed_receipt, "stats": dataclasses.asdict(stats)},
+            use_bin_type=True,
+        )
+    )
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int and -_I64 <= value < _I64
+
+
+def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
+    """Decode and check what :func:`_pack_receipt` wrote; :class:`CheckpointError` for
+    anything else (no field of another type, no field missing or extra)."""
+    import msgpack
+
+    def bad(why: str) -> CheckpointError:
+        return CheckpointError(f"a task returned a malformed receipt row ({why})")
+
+    if not isinstance(blob, bytes | bytearray) or len(blob) > 1 << 24:
+        raise bad(f"{type(blob).__name__} of {len(blob) if isinstance(blob, bytes) else '?'}")
+    try:
+        data = msgpack.unpackb(
+            bytes(blob), raw=False, strict_map_key=True, use_list=True, max_ext_len=0
+        )
+    except Exception as exc:
+        raise bad(f"not msgpack: {type(exc).__name__}") from exc
+    if not isinstance(data, dict) or set(data) != {"v", "receipt", "stats"}:
+        raise bad("not a receipt map")
+    if data["v"] != _RECEIPT_VERSION:
+        raise bad(f"version {data['v']!r}")
+    raw_stats = data["stats"]
+    fields = {f.name: f for f in dataclasses.fields(TaskStats)}
+    if not isinstance(raw_stats, dict) or set(raw_stats) != set(fields):
+        raise bad("stats fields")
+    for name, value in raw_stats.items():
+        default: object = fields[name].default
+        kind: type = type(default)
+        ok = (
+            type(value) is bool
+            if kind is bool
+            else _is_int(value)
+            if kind is int
+            else type(value) in (float, int) and not isinstance(value, bool)
+        )
+        if not ok:
+            raise bad(f"stats field {name}={value!r}")
+    stats = TaskStats(**raw_stats)
+    raw = data["receipt"]
+    if raw is None:
+        return None, stats
+    names = {f.name for f in dataclasses.fields(Receipt)}
+    if not isinstance(raw, dict) or set(raw) != names:
+        raise bad("receipt fields")
+    if not all(isinstance(raw[n], str) for n in ("job", "operator", "attempt")):
+        raise bad("receipt names")
+    if not all(_is_int(raw[n]) for n in _RECEIPT_INTS):
+        raise bad("receipt numbers")
+    if raw["base"] is not None and not _is_int(raw["base"]):
+        raise bad(f"receipt base {raw['base']!r}")
+    writes = raw["writes"]
+    if not isinstance(writes, list) or not all(
+        isinstance(w, list) and len(w) == 2 and _is_int(w[0]) and _is_int(w[1]) for w in writes
+    ):
+        raise bad("receipt writes")
+    raw["writes"] = tuple((w[0], w[1]) for w in writes)
+    return Receipt(**raw), stats
 
 
 class _InstanceTask:
@@ -316,8 +441,11 @@ class _InstanceTask:
         use_cache: bool,
         use_snapshots: bool = False,
         owner: str = "",
+        snapshot_key: bytes = b"",
     ) -> None:
-        """``owner`` names the runner and application the snapshots belong to."""
+        """``owner`` names the runner and application the snapshots belong to;
+        ``snapshot_key`` (at least 32 random bytes, the runner's secret) authenticates them:
+        without one, no snapshot is written or read."""
         self.storage = storage
         self.info = info
         self.compaction = compaction
@@ -330,7 +458,10 @@ class _InstanceTask:
         self.order_columns = order_columns
         self.output_schema = output_schema
         self.use_cache = use_cache
-        self.use_snapshots = use_cache and use_snapshots
+        self.snapshot_key = bytes(snapshot_key)
+        self.use_snapshots = (
+            use_cache and use_snapshots and len(self.snapshot_key) >= _SNAPSHOT_KEY_BYTES
+        )
         self.owner = owner
 
     def _cache_key(self, index: int) -> tuple[str, str, str, str, int, int]:
@@ -411,15 +542,16 @@ class _InstanceTask:
         the storage URL, job, operator, key groups and parallelism, so a store deleted and
         re-created at the same URL (write ids restart at 1) would have to repeat the
         same ids at the same versions for every key group, in the same runner, to be
-        mistaken for the old one. A file that is missing, truncated, corrupt (a digest
-        covers it) or of another identity is a miss, never an error.
+        mistaken for the old one. A file that is missing, truncated, corrupt, not
+        written under this runner's key (an HMAC covers it, checked before unpickling) or
+        of another identity is a miss, never an error.
         """
         base = self.base
         found = self._snapshot_file(index)
         if base is None or found is None:
             return None
         path, identity = found
-        data = _read_snapshot(path, identity, base)
+        data = _read_snapshot(path, identity, base, self.snapshot_key)
         if data is None:
             return None
         try:
@@ -474,7 +606,7 @@ class _InstanceTask:
                 os.unlink(path)
             else:
                 stats.snapshot_bytes = _write_snapshot(
-                    path, identity, self.checkpoint_id, instance.to_snapshot()
+                    path, identity, self.checkpoint_id, instance.to_snapshot(), self.snapshot_key
                 )
         except FileNotFoundError:
             pass
@@ -567,6 +699,12 @@ class _InstanceTask:
                 else:
                     for column, part in zip(key_columns, key, strict=True):
                         row.setdefault(column, part)
+                if _RECEIPT in row:
+                    raise ReservedColumnError(
+                        f"operator {self.info.name!r}: output row of key {key!r} has the "
+                        f"column {_RECEIPT!r}, which objectspace reserves for its receipts "
+                        "(drop it from the rows the function yields)"
+                    )
                 if not names.issuperset(row):
                     extra = sorted(row.keys() - names)
                     raise ObjectSpaceError(
@@ -594,7 +732,7 @@ class _InstanceTask:
         stats.seconds_process = (
             stats.seconds_total - stats.seconds_save - stats.seconds_snapshot - restore
         )
-        out.append({_RECEIPT: pickle.dumps((receipt, stats))})
+        out.append({_RECEIPT: _pack_receipt(receipt, stats)})
         return out
 
 
@@ -646,11 +784,9 @@ class StatefulRunner:
         self.order_columns = _columns(order_by, "order_by")
         self.output_schema_ddl = output_schema
         self.storage = open_storage(storage) if isinstance(storage, str) else storage
-        KeyGroups(max_key_groups)
-        if parallelism is not None and not 1 <= parallelism <= max_key_groups:
-            raise ValueError(
-                f"parallelism must be in 1..{max_key_groups} (max_key_groups), not {parallelism}"
-            )
+        check_max_key_groups(max_key_groups)
+        if parallelism is not None:
+            _check_parallelism(parallelism, max_key_groups)
         if retain is not None and retain < 2:
             raise ValueError(
                 f"retain must keep at least 2 checkpoints (replays need the one "
@@ -681,6 +817,9 @@ class StatefulRunner:
         # Names this runner's snapshots, so another runner (say, after the store was deleted
         # and re-created at the same URL) never adopts them.
         self._token = uuid.uuid4().hex
+        # Authenticates this runner's snapshot files; travels to the tasks in the task
+        # object only, so a file planted in the snapshot folder is never unpickled.
+        self._snapshot_key = secrets.token_bytes(_SNAPSHOT_KEY_BYTES)
         self.last_batch: BatchStats | None = None
         self.history: list[BatchStats] = []
         self._persisted: DataFrame | None = None
@@ -688,7 +827,7 @@ class StatefulRunner:
     def __repr__(self) -> str:
         return (
             f"StatefulRunner({self.job.name!r}/{self.operator.name!r}, "
-            f"storage={self.storage.url!r}, max_key_groups={self.operator.max_key_groups})"
+            f"storage={redact_url(self.storage.url)!r}, max_key_groups={self.operator.max_key_groups})"
         )
 
     def _schemas(self, spark: Any) -> tuple[StructType, pa.Schema]:
@@ -706,8 +845,13 @@ class StatefulRunner:
             if not isinstance(parsed, StructType):
                 raise ValueError(f"output_schema {ddl!r} must describe a struct of columns")
             struct = parsed
-        if _RECEIPT in struct.names:
-            raise ValueError(f"output_schema may not use the reserved column name {_RECEIPT}")
+        reserved = [c for c in struct.names if c in RESERVED_COLUMNS]
+        if reserved:
+            raise ReservedColumnError(
+                f"output_schema of operator {self.operator.name!r} uses the column "
+                f"{reserved[0]!r}, which objectspace reserves (reserved: "
+                f"{', '.join(RESERVED_COLUMNS)})"
+            )
         full = StructType([*struct.fields, StructField(_RECEIPT, BinaryType(), True)])
         return full, to_arrow_schema(full)
 
@@ -746,13 +890,29 @@ class StatefulRunner:
         if (
             not isinstance(checkpoint_id, int)
             or isinstance(checkpoint_id, bool)
-            or checkpoint_id < 0
+            or not 0 <= checkpoint_id < _I64
         ):
-            raise ValueError(f"checkpoint_id must be an int >= 0, not {checkpoint_id!r}")
+            raise ValueError(
+                f"checkpoint_id must be an int in 0..{_I64 - 1} (a signed 64-bit id), "
+                f"not {checkpoint_id!r}"
+            )
+        if parallelism is not None:
+            _check_parallelism(parallelism, self.operator.max_key_groups)
         spark = df.sparkSession
         max_kg = self.operator.max_key_groups
-        p = parallelism or self.parallelism or spark.sparkContext.defaultParallelism
-        p = min(max(1, int(p)), max_kg)
+        if parallelism is not None:
+            p = _check_parallelism(parallelism, max_kg)
+        elif self.parallelism is not None:
+            p = _check_parallelism(self.parallelism, max_kg)
+        else:
+            p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
+        reserved = [c for c in df.columns if c in RESERVED_COLUMNS]
+        if reserved:
+            raise ReservedColumnError(
+                f"input of operator {self.operator.name!r} has the column {reserved[0]!r}, "
+                f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): "
+                "drop or rename it before the batch"
+            )
         missing = [c for c in (*self.key_columns, *self.order_columns) if c not in df.columns]
         if missing:
             raise ValueError(
@@ -785,6 +945,7 @@ class StatefulRunner:
             self.cache_instances,
             self.snapshot_instances,
             f"{self._application(spark)}/{self._token}",
+            self._snapshot_key,
         )
         if self._persisted is not None:
             self._persisted.unpersist()
@@ -805,7 +966,7 @@ class StatefulRunner:
         receipts: list[Receipt] = []
         batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
         for blob in packed:
-            receipt, stats = pickle.loads(blob)
+            receipt, stats = _unpack_receipt(blob)
             if receipt is not None:
                 receipts.append(receipt)
                 batch.bytes_written += receipt.bytes_written

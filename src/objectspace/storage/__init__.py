@@ -15,6 +15,7 @@ from objectspace.storage.base import (
 )
 from objectspace.storage.memory import MemoryStore
 from objectspace.storage.sqlite import SQLiteStore
+from objectspace.storage.urls import redact_text, redact_url
 
 __all__ = [
     "DELETED",
@@ -28,4 +29,6 @@ __all__ = [
     "TableChanges",
     "WriteStats",
     "WriterStatus",
+    "redact_text",
+    "redact_url",
 ]

@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from objectspace.errors import StorageError
 from objectspace.storage.sql import SQLBackend, Tx
+from objectspace.storage.urls import redact_text, redact_url
 
 try:
     import psycopg
@@ -148,10 +149,10 @@ class PostgresBackend(SQLBackend):
             self.max_retries = int(options.pop("max_retries", 30))
             self.connect_timeout = int(options.pop("connect_timeout", 10))
         except ValueError as exc:
-            raise StorageError(f"bad option in {url!r}: {exc}") from exc
+            raise StorageError(f"bad option in {redact_url(url)!r}: {exc}") from exc
         self.schema = options.pop("schema", "public")
         if self.pool_max < 1:
-            raise StorageError(f"pool_max must be >= 1 in {url!r}")
+            raise StorageError(f"pool_max must be >= 1 in {redact_url(url)!r}")
         self.url = url
         scheme = "postgresql" if parsed.scheme in ("postgresql", "postgres") else parsed.scheme
         self._conninfo = urlunparse(parsed._replace(scheme=scheme, query=urlencode(options)))
@@ -168,9 +169,11 @@ class PostgresBackend(SQLBackend):
         self.__init__(state["url"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        parsed = urlparse(self.url)
-        host = parsed.hostname or ""
-        return f"PostgresBackend('postgresql://{host}:{parsed.port or 5432}{parsed.path}')"
+        return f"PostgresBackend({redact_url(self.url)!r})"
+
+    def _error(self, exc: BaseException) -> str:
+        """``exc`` as text without this URL's secrets (a driver may quote its conninfo)."""
+        return redact_text(exc, [self.url, self._conninfo])
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(pg_sql.SQL("SET search_path TO {}").format(pg_sql.Identifier(self.schema)))
@@ -194,7 +197,9 @@ class PostgresBackend(SQLBackend):
                     try:
                         pool.open(wait=False)
                     except psycopg.Error as exc:
-                        raise StorageError(f"cannot connect to {self!r}: {exc}") from exc
+                        raise StorageError(
+                            f"cannot connect to {self!r}: {self._error(exc)}"
+                        ) from exc
                     self._pool = pool
         return self._pool
 
@@ -212,12 +217,14 @@ class PostgresBackend(SQLBackend):
         try:
             conn = psycopg.connect(self._conninfo, connect_timeout=self.connect_timeout)
         except psycopg.Error as exc:
-            raise StorageError(f"cannot connect to {self!r}: {exc}") from exc
+            raise StorageError(f"cannot connect to {self!r}: {self._error(exc)}") from exc
         try:
             with conn.transaction():
                 self._configure_schema(conn)
         except psycopg.Error as exc:
-            raise StorageError(f"cannot open checkpoint storage {self!r}: {exc}") from exc
+            raise StorageError(
+                f"cannot open checkpoint storage {self!r}: {self._error(exc)}"
+            ) from exc
         finally:
             conn.close()
         self._schema_ready = True
@@ -262,7 +269,7 @@ class PostgresBackend(SQLBackend):
                 # Exponential backoff with full jitter, capped at 2 s.
                 time.sleep(random.uniform(0, min(2.0, 0.005 * 2**attempt)))
             except psycopg.Error as exc:
-                raise StorageError(f"{what} failed in {self!r}: {exc}") from exc
+                raise StorageError(f"{what} failed in {self!r}: {self._error(exc)}") from exc
 
     def _insert_rows(self, tx: Tx, rows: list[tuple[int, int, bytes, bytes | None]]) -> None:
         if not rows:

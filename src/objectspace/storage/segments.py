@@ -47,6 +47,7 @@ import msgpack
 from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage.base import DELETED, TableChanges
 from objectspace.storage.sql import SQLBackend
+from objectspace.storage.urls import redact_text, redact_url
 from objectspace.storage.versioned import (
     Backend,
     CheckpointInfo,
@@ -313,13 +314,20 @@ class SegmentBackend(Backend):
         catalog_url = options.pop("catalog", None)
         if not catalog_url:
             raise StorageError(
-                f"segment storage {url!r} needs a catalog: add ?catalog=<sqlite or postgresql "
+                f"segment storage {redact_url(url)!r} needs a catalog: add ?catalog=<sqlite or postgresql "
                 "URL, percent-encoded>"
             )
         catalog = open_catalog(catalog_url)
         if not isinstance(catalog, SQLBackend):
-            raise StorageError(f"the catalog of {url!r} must be a SQLite or PostgreSQL URL")
-        level = int(options.pop("level", 3))
+            raise StorageError(
+                f"the catalog of {redact_url(url)!r} must be a SQLite or PostgreSQL URL"
+            )
+        try:
+            level = int(options.pop("level", 3))
+        except ValueError as exc:
+            raise StorageError(
+                f"segment storage {redact_url(url)!r}: level must be an int (zstd level)"
+            ) from exc
         root = urlunparse(parsed._replace(query=""))
         return cls(root, catalog, storage_options=options, level=level)
 
@@ -340,7 +348,7 @@ class SegmentBackend(Backend):
         )
 
     def __repr__(self) -> str:
-        return f"SegmentBackend({self.root!r}, catalog={self.catalog!r})"
+        return f"SegmentBackend({redact_url(self.root)!r}, catalog={self.catalog!r})"
 
     @property
     def fs(self) -> Any:
@@ -349,7 +357,10 @@ class SegmentBackend(Backend):
             try:
                 fs, base = fsspec.url_to_fs(self.root, **self.storage_options)
             except (ImportError, ValueError) as exc:
-                raise StorageError(f"cannot open filesystem {self.root!r}: {exc}") from exc
+                raise StorageError(
+                    f"cannot open filesystem {redact_url(self.root)!r}: "
+                    f"{redact_text(exc, [self.url])}"
+                ) from exc
             self._fs, self._base = fs, base.rstrip("/")
         return self._fs
 

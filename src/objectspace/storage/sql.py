@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from objectspace.errors import CheckpointError, StorageError
 from objectspace.storage.base import DELETED, TableChanges
+from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
     Backend,
     CheckpointInfo,
@@ -137,7 +138,7 @@ class SQLBackend(Backend):
             )
         elif int(row[0]) > SCHEMA_VERSION:
             raise StorageError(
-                f"checkpoint storage {self.url!r} has schema version {row[0]}, newer than "
+                f"checkpoint storage {redact_url(self.url)!r} has schema version {row[0]}, newer than "
                 f"this objectspace understands ({SCHEMA_VERSION}); upgrade objectspace"
             )
 

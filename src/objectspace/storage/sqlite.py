@@ -95,7 +95,20 @@ class SQLiteStore(Store):
     """
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
-        self.path = os.fspath(path)
+        try:
+            self.path = os.fspath(path)
+        except TypeError as exc:
+            raise TypeError(f"a SQLite store path is a str or path, not {path!r}") from exc
+        if not isinstance(self.path, str):
+            raise TypeError(f"a SQLite store path is a str or path, not {path!r}")
+        if "\x00" in self.path:
+            raise ValueError(f"a SQLite store path holds no NUL byte, not {self.path!r}")
+        try:
+            self.path.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"a SQLite store path must be valid UTF-8 text, not {self.path!r}"
+            ) from exc
         self.synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._table_ids: dict[str, int] = {}
