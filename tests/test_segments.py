@@ -121,7 +121,7 @@ def history(storage: osp.Storage, checkpoints: int = 3, parallelism: int = 1) ->
 
 
 def referenced_files_exist(backend: SegmentBackend) -> None:
-    referenced = backend.catalog.referenced_segments()
+    referenced = backend.referenced_segments()
     assert referenced
     on_disk = files(backend)
     missing = referenced - on_disk
@@ -305,7 +305,7 @@ def test_gc_two_phases(storage: osp.Storage) -> None:
     assert first.stamped == 4
     assert first.deleted == []
     assert files(backend) >= old  # phase one deletes nothing
-    stamps = {p: s for p, _, s in backend.catalog.segments()}
+    stamps = {p: s for p, _, s in backend.segments()}
     assert all(stamps[p] is not None and stamps[p] >= t0 - 1 for p in old)
     assert sum(s is not None for s in stamps.values()) == 4
 
@@ -317,7 +317,7 @@ def test_gc_two_phases(storage: osp.Storage) -> None:
     assert sorted(second.deleted) == sorted(old)
     assert second.bytes_deleted > 0
     assert not files(backend) & old
-    assert {p for p, _, _ in backend.catalog.segments()}.isdisjoint(old)
+    assert {p for p, _, _ in backend.segments()}.isdisjoint(old)
     referenced_files_exist(backend)
     assert contents(op) == contents(op, 3) == expected
 
@@ -325,7 +325,7 @@ def test_gc_two_phases(storage: osp.Storage) -> None:
     for _ in range(2):
         backend.gc(grace_seconds=0, now=time.time() + HUGE)
     referenced_files_exist(backend)
-    assert files(backend) == backend.catalog.referenced_segments()
+    assert files(backend) == backend.referenced_segments()
     assert contents(op, 4) == expected
 
 
@@ -333,16 +333,16 @@ def test_gc_dry_run_changes_nothing(storage: osp.Storage) -> None:
     backend = seg(storage)
     superseded(storage)
     before_files = files(backend)
-    before = backend.catalog.segments()
+    before = backend.segments()
     dry = backend.gc(grace_seconds=600, dry_run=True)
     assert dry.dry_run and dry.stamped == 4 and dry.deleted == []
-    assert backend.catalog.segments() == before
+    assert backend.segments() == before
     backend.gc(grace_seconds=600)  # stamps for real
-    stamped = backend.catalog.segments()
+    stamped = backend.segments()
     assert stamped != before
     dry = backend.gc(grace_seconds=600, dry_run=True, now=time.time() + HUGE)
     assert len(dry.deleted) == 4 and dry.stamped == 0
-    assert backend.catalog.segments() == stamped
+    assert backend.segments() == stamped
     assert files(backend) == before_files
 
 
@@ -358,7 +358,7 @@ def test_gc_collects_pending_segments_of_an_abandoned_attempt(storage: osp.Stora
     lost = abandoned.save(2)  # never committed
     (lost_path,) = files(backend) - before
     commit_round(job, [winner], 2)
-    assert lost_path in backend.catalog.referenced_segments()  # pending, still referenced
+    assert lost_path in backend.referenced_segments()  # pending, still referenced
     assert backend.gc(grace_seconds=0, now=time.time() + HUGE).deleted == []
     assert exists(backend, lost_path)
     expected = contents(op)
@@ -380,8 +380,8 @@ def test_gc_collects_pending_segments_of_an_abandoned_attempt(storage: osp.Stora
 def test_gc_collects_a_reserved_segment_never_registered(storage: osp.Storage) -> None:
     backend = seg(storage)
     op = history(storage, checkpoints=1)
+    backend.catalog.reserve_segment("j/o/000000000002-crashed-00000000.seg")
     path = f"{base_path(backend)}/j/o/000000000002-crashed-00000000.seg"
-    backend.catalog.reserve_segment(path)
     backend.fs.pipe_file(path, b"half a segment")
     backend.fs.pipe_file(path + ".tmp", b"half a segment")
     assert exists(backend, path)
@@ -391,7 +391,7 @@ def test_gc_collects_a_reserved_segment_never_registered(storage: osp.Storage) -
     second = backend.gc(grace_seconds=600, now=time.time() + 601)
     assert second.deleted == [path]
     assert not exists(backend, path) and not exists(backend, path + ".tmp")
-    assert path not in {p for p, _, _ in backend.catalog.segments()}
+    assert path not in {p for p, _, _ in backend.segments()}
     referenced_files_exist(backend)
     assert contents(op)
 
@@ -451,7 +451,7 @@ def test_a_segment_written_after_its_reservation_was_collected_is_not_left_forev
     monkeypatch.undo()
     for _ in range(3):
         backend.gc(grace_seconds=0, now=time.time() + HUGE)
-    leftover = files(backend) - backend.catalog.referenced_segments()
+    leftover = files(backend) - backend.referenced_segments()
     assert not leftover, f"unreferenced segment files left behind for good: {sorted(leftover)}"
 
 

@@ -105,6 +105,11 @@ CREATE TABLE IF NOT EXISTS ckpt_truncates (
     tbl BIGINT NOT NULL,
     PRIMARY KEY (write, tbl)
 );
+CREATE TABLE IF NOT EXISTS ckpt_gc_trash (
+    path TEXT PRIMARY KEY,
+    bytes BIGINT NOT NULL,
+    since DOUBLE PRECISION NOT NULL
+);
 """
 
 # SQLSTATEs worth retrying: serialization_failure, deadlock_detected.

@@ -822,19 +822,75 @@ class SQLBackend(Backend):
         return [path for (path,) in rows]
 
     def forget_segment(self, path: str) -> bool:
-        """Remove a deleted segment from the catalog, unless a write references it again."""
-        return bool(
-            self._run(
-                f"forgetting segment {path}",
-                lambda tx: (
-                    tx.execute(
-                        "DELETE FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
-                        "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
-                        (path,),
-                    ).rowcount
-                ),
+        """Move a collectable segment from the catalog to the GC's trash, unless a write
+        references it again (then the file stays).
+
+        The trash row outlives a GC pass that dies before it deletes the file: the next
+        pass deletes the file and only then empties the row (:meth:`trashed_segments`,
+        :meth:`segment_deleted`). The segment row itself is gone, so a writer that still
+        held its reservation can no longer register it.
+        """
+
+        def work(tx: Tx) -> bool:
+            row = tx.one(
+                "SELECT bytes FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
+                "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
+                (path,),
             )
+            if row is None:
+                return False
+            tx.execute("DELETE FROM ckpt_segments WHERE path = ?", (path,))
+            tx.execute(
+                "INSERT INTO ckpt_gc_trash (path, bytes, since) VALUES (?, ?, ?) "
+                "ON CONFLICT (path) DO NOTHING",
+                (path, int(row[0]), time.time()),
+            )
+            return True
+
+        return bool(self._run(f"forgetting segment {path}", work))
+
+    def trashed_segments(self) -> list[tuple[str, int]]:
+        """Segments forgotten by a GC pass whose file may not be deleted yet: (path, bytes)."""
+        rows = self._run(
+            "listing forgotten segments",
+            lambda tx: tx.all("SELECT path, bytes FROM ckpt_gc_trash ORDER BY path"),
+            write=False,
         )
+        return [(path, int(nbytes)) for path, nbytes in rows]
+
+    def segment_deleted(self, path: str) -> None:
+        """The GC deleted the file of a forgotten segment: drop it from the trash."""
+        self._run(
+            f"emptying segment {path} from the trash",
+            lambda tx: tx.execute("DELETE FROM ckpt_gc_trash WHERE path = ?", (path,)),
+        )
+
+    def relative_segment_paths(self, relative: Callable[[str], str]) -> int:
+        """Rewrite segment paths stored by older versions (absolute) with ``relative``, once
+        per catalog (marked in ``ckpt_meta``); returns how many paths changed."""
+
+        def done(tx: Tx) -> bool:
+            return tx.one("SELECT 1 FROM ckpt_meta WHERE name = 'segment_paths'") is not None
+
+        if self._run("reading segment path style", done, write=False):
+            return 0
+
+        def work(tx: Tx) -> int:
+            if done(tx):
+                return 0
+            changed = 0
+            for segment_id, path in tx.all("SELECT id, path FROM ckpt_segments ORDER BY id"):
+                new = relative(path)
+                if new != path:
+                    tx.execute("UPDATE ckpt_segments SET path = ? WHERE id = ?", (new, segment_id))
+                    changed += 1
+            tx.execute(
+                "INSERT INTO ckpt_meta VALUES ('segment_paths', 'relative') "
+                "ON CONFLICT (name) DO NOTHING"
+            )
+            return changed
+
+        return int(self._run("making segment paths relative to the storage root", work))
 
     def write_summary(self, job: str) -> list[WriteSummary]:
         rows = self._run(

@@ -86,6 +86,11 @@ CREATE TABLE IF NOT EXISTS ckpt_truncates (
     tbl INTEGER NOT NULL,
     PRIMARY KEY (write, tbl)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ckpt_gc_trash (
+    path TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL,
+    since REAL NOT NULL
+);
 """
 
 _MEMORY: dict[str, tuple[sqlite3.Connection, threading.RLock]] = {}
