@@ -4,6 +4,8 @@ corruption detection, and two-phase garbage collection."""
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 import objectspace as osp
 from conftest import segment_url
 from objectspace.checkpoint import Instance, Job, Operator
-from objectspace.storage.segments import END_MAGIC, MAGIC, SegmentBackend
+from objectspace.storage.segments import END_MAGIC, MAGIC, GCStats, SegmentBackend
 
 MAX_KG = 8
 HUGE = 10**9  # seconds: "now" far in the future, past any grace period
@@ -491,4 +493,153 @@ def test_file_root_layout(tmp_path: Any) -> None:
     assert all(p.startswith(os.path.join(root, "j", "o") + os.sep) for p in found)
     assert all(p.endswith(".seg") for p in found)
     assert contents(op, 2) == contents(op, 1)
+    storage.close()
+
+
+# -- storage boundaries ---------------------------------------------------------------------
+
+
+def _file_url(folder: Any) -> str:
+    return segment_url(f"file://{folder}/segments", f"sqlite:///{folder}/catalog.db")
+
+
+def _every_checkpoint(storage: osp.Storage) -> dict[int, Any]:
+    """The stored tables of every key group as of every retained checkpoint, as bytes."""
+    backend = storage.backend
+    return {
+        cp: {
+            g: tables
+            for g, (_, tables) in backend.load("j", "o", range(MAX_KG), cp).items()
+        }
+        for cp in storage.job("j").checkpoints()
+    }
+
+
+def _disk(root: Any) -> dict[str, bytes]:
+    return {
+        os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+        for d, _, fs in os.walk(root)
+        for f in fs
+    }
+
+
+def _maintain(url: str) -> GCStats:
+    copy = osp.open_storage(url)
+    try:
+        copy.job("j").compact()
+        copy.job("j").retain(keep_last=1)
+        backend = seg(copy)
+        backend.gc(grace_seconds=600)
+        return backend.gc(grace_seconds=0, now=time.time() + HUGE)
+    finally:
+        copy.close()
+
+
+def test_maintenance_on_a_copy_leaves_the_original_intact(tmp_path: Any) -> None:
+    """``cp -a`` of a file:// storage (segments and catalog in one folder): retain, compact
+    and gc on the copy delete the copy's files only; the original restores every
+    checkpoint byte for byte."""
+    original = tmp_path / "original"
+    original.mkdir()
+    storage = osp.open_storage(_file_url(original))
+    history(storage, checkpoints=4, parallelism=2)
+    expected = _every_checkpoint(storage)
+    assert sorted(expected) == [1, 2, 3, 4]
+    storage.close()
+    on_disk = _disk(original / "segments")
+    shutil.copytree(original, tmp_path / "copy")
+
+    stats = _maintain(_file_url(tmp_path / "copy"))
+    assert stats.deleted and all(p.startswith(f"{tmp_path}/copy/") for p in stats.deleted)
+    assert not [p for p in stats.deleted if os.path.exists(p)]
+    assert _disk(original / "segments") == on_disk
+    storage = osp.open_storage(_file_url(original))
+    assert _every_checkpoint(storage) == expected
+    storage.close()
+
+
+def test_catalog_with_absolute_paths_is_migrated(tmp_path: Any) -> None:
+    """A catalog an older version wrote (absolute paths) reads as before, and a copy of it
+    reads and collects its own files."""
+    original = tmp_path / "original"
+    original.mkdir()
+    storage = osp.open_storage(_file_url(original))
+    history(storage, checkpoints=3)
+    expected = _every_checkpoint(storage)
+    storage.close()
+    base = f"{original}/segments"
+    with sqlite3.connect(original / "catalog.db") as conn:
+        conn.execute("UPDATE ckpt_segments SET path = ? || '/' || path", (base,))
+        conn.execute("DELETE FROM ckpt_meta WHERE name = 'segment_paths'")
+    conn.close()
+    shutil.copytree(original, tmp_path / "copy")
+    on_disk = _disk(original / "segments")
+
+    copy = osp.open_storage(_file_url(tmp_path / "copy"))
+    assert _every_checkpoint(copy) == expected
+    assert all(p.startswith(f"{tmp_path}/copy/") for p in seg(copy).referenced_segments())
+    copy.close()
+    _maintain(_file_url(tmp_path / "copy"))
+    assert _disk(original / "segments") == on_disk
+    storage = osp.open_storage(_file_url(original))
+    assert _every_checkpoint(storage) == expected
+    with sqlite3.connect(original / "catalog.db") as conn:
+        paths = [p for (p,) in conn.execute("SELECT path FROM ckpt_segments")]
+    conn.close()
+    assert paths and not [p for p in paths if p.startswith("/")]
+    storage.close()
+
+
+def test_gc_never_deletes_outside_the_root(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = osp.open_storage(_file_url(tmp_path))
+    op = history(storage, checkpoints=2)
+    expected = contents(op)
+    backend = seg(storage)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victims = {name: outside / name for name in ("dotdot.seg", "absolute.seg", "linked.seg")}
+    for path in victims.values():
+        path.write_bytes(b"not objectspace's")
+    (outside / "dir").mkdir()
+    (outside / "dir" / "in-linked-dir.seg").write_bytes(b"not objectspace's either")
+    root = tmp_path / "segments"
+    os.symlink(victims["linked.seg"], root / "j" / "o" / "link.seg")
+    os.symlink(outside / "dir", root / "j" / "linkdir")
+    planted = [
+        "../outside/dotdot.seg",
+        str(victims["absolute.seg"]),
+        "j/o/link.seg",
+        "j/linkdir/in-linked-dir.seg",
+        "j/o/./../../../outside/dotdot.seg",
+    ]
+    with sqlite3.connect(tmp_path / "catalog.db") as conn:
+        conn.executemany(
+            "INSERT INTO ckpt_segments (path, created, bytes, stamped) VALUES (?, 0, 10, 1)",
+            [(p,) for p in planted],
+        )
+    conn.close()
+    with caplog.at_level("WARNING", logger="objectspace.storage.segments"):
+        dry = backend.gc(grace_seconds=0, dry_run=True, now=time.time() + HUGE)
+        first = backend.gc(grace_seconds=0, now=time.time() + HUGE)
+        second = backend.gc(grace_seconds=0, now=time.time() + HUGE)
+    assert sorted(dry.refused) == sorted(first.refused) == sorted(second.refused)
+    assert sorted(first.refused) == sorted(planted)
+    assert not [p for p in first.deleted + dry.deleted if "outside" in p or "link" in p]
+    for path in [*victims.values(), outside / "dir" / "in-linked-dir.seg"]:
+        assert path.read_bytes().startswith(b"not objectspace's")
+    assert "refuses to delete" in caplog.text and "../outside/dotdot.seg" in caplog.text
+    assert contents(op) == expected
+    referenced_files_exist(backend)
+
+    # A planted reference is refused on read too, never followed.
+    with sqlite3.connect(tmp_path / "catalog.db") as conn:
+        conn.execute(
+            "UPDATE ckpt_segments SET path = '../outside/elsewhere.seg' WHERE id = "
+            "(SELECT MIN(segment) FROM ckpt_writes)"
+        )
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="not inside the storage root"):
+        contents(op)
     storage.close()
