@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from itertools import chain, groupby
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 from objectspace.errors import StorageError
@@ -25,7 +26,7 @@ from objectspace.storage.base import (
     WriteStats,
 )
 
-__all__ = ["SQLiteStore", "connect_sqlite"]
+__all__ = ["SQLiteStore", "check_sqlite_file", "connect_sqlite"]
 
 _SCHEMA_VERSION = 1
 
@@ -53,6 +54,69 @@ CREATE TABLE IF NOT EXISTS space_rows (
 PAGE_SIZE = 8192
 _WAL_BYTES = 4 * 1024 * 1024
 _CACHE_KIB = 32 * 1024
+
+
+_HEADER = b"SQLite format 3\x00"
+# The first table of each kind of objectspace SQLite file, and what that kind is called.
+_KINDS = {"space_meta": "an objectspace store (SQLiteStore)", "ckpt_meta": "objectspace storage"}
+
+
+def check_sqlite_file(path: str, marker: str) -> None:
+    """Refuse, without changing it, a file that objectspace must not open as the SQLite file
+    whose first table is ``marker`` (``space_meta``: a :class:`SQLiteStore`; ``ckpt_meta``:
+    versioned storage or a segment catalog).
+
+    A missing path or an empty file is created; a file holding ``marker`` is opened; a
+    SQLite database without tables (a creation that stopped early) is initialised. Anything
+    else (another application's database, a file that is not SQLite) raises
+    :class:`~objectspace.StorageError` naming the file, which stays byte for byte as it was:
+    no table is added and its journal mode is not switched to WAL.
+    """
+    want = _KINDS[marker]
+    try:
+        if os.path.getsize(path) == 0:
+            return
+        with open(path, "rb") as f:
+            head = f.read(len(_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
+    if head != _HEADER:
+        raise StorageError(
+            f"{path!r} is not a SQLite database, so not {want}; objectspace leaves it unchanged "
+            "(give a new path, or an empty file, to create one)"
+        )
+    try:
+        # Without a WAL beside it, read the file as immutable: no lock, and no -wal/-shm
+        # files created. With one (a WAL database in use), read through it: the schema may
+        # not be in the main file yet, and the -shm file is there already.
+        try:
+            wal = os.path.getsize(path + "-wal") > 0
+        except OSError:
+            wal = False
+        mode = "?mode=ro" if wal else "?mode=ro&immutable=1"
+        conn = sqlite3.connect(Path(path).absolute().as_uri() + mode, uri=True)
+        try:
+            tables = {
+                name
+                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {path!r} as {want}: {exc}") from exc
+    if not tables or marker in tables:
+        return
+    other = next((kind for name, kind in _KINDS.items() if name in tables), None)
+    what = (
+        other
+        or f"a SQLite database of another application (tables: {', '.join(sorted(tables)[:5])})"
+    )
+    raise StorageError(
+        f"{path!r} is {what}, not {want}; objectspace leaves it unchanged "
+        "(give a new path, or an empty file, to create one)"
+    )
 
 
 def connect_sqlite(
@@ -114,6 +178,7 @@ class SQLiteStore(Store):
     def connection(self) -> sqlite3.Connection:
         """The store's connection, opened (and the schema created) on first use."""
         if self._conn is None:
+            check_sqlite_file(self.path, "space_meta")
             conn = connect_sqlite(self.path, synchronous=self.synchronous)
             try:
                 conn.executescript(_SCHEMA)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from objectspace.errors import StorageError
 from objectspace.storage.sql import SQLBackend, Tx
-from objectspace.storage.sqlite import connect_sqlite
+from objectspace.storage.sqlite import check_sqlite_file, connect_sqlite
 
 __all__ = ["SQLiteBackend"]
 
@@ -166,6 +166,7 @@ class SQLiteBackend(SQLBackend):
     def connection(self) -> sqlite3.Connection:
         if self._conn is None:
             assert self.path is not None
+            check_sqlite_file(self.path, "ckpt_meta")
             conn = connect_sqlite(self.path)
             try:
                 self._init_schema(conn)
