@@ -110,6 +110,7 @@ CREATE TABLE IF NOT EXISTS ckpt_gc_trash (
     bytes BIGINT NOT NULL,
     since DOUBLE PRECISION NOT NULL
 );
+ALTER TABLE ckpt_writes ADD COLUMN IF NOT EXISTS digest BIGINT;
 """
 
 # SQLSTATEs worth retrying: serialization_failure, deadlock_detected.

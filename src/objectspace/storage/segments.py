@@ -623,7 +623,8 @@ class SegmentBackend(Backend):
         fs = self.fs
         parts: list[tuple[dict[str, bool], _Rows]] = []
         in_catalog = [w for w in writes if w.segment is None]
-        from_catalog = iter(self.catalog.read_parts(in_catalog)) if in_catalog else iter(())
+        where = f"job {job!r} operator {operator!r} "
+        from_catalog = iter(self.catalog.read_parts(in_catalog, where) if in_catalog else ())
         for info in writes:
             if info.segment is None:
                 parts.append(next(from_catalog))

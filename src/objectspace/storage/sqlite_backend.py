@@ -154,6 +154,9 @@ class SQLiteBackend(SQLBackend):
             conn.executescript(_SCHEMA)
             conn.execute("BEGIN IMMEDIATE")
             try:
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(ckpt_writes)")}
+                if "digest" not in columns:  # a store written before digests: NULL, unverified
+                    conn.execute("ALTER TABLE ckpt_writes ADD COLUMN digest INTEGER")
                 self._check_schema(_SQLiteTx(conn))
             except BaseException:
                 conn.execute("ROLLBACK")
