@@ -219,6 +219,16 @@ class SQLBackend(Backend):
                         f"operator {operator!r} of job {job!r} does not exist; give "
                         "max_key_groups to create it"
                     )
+                orphan = tx.one(
+                    "SELECT w.op, w.version FROM ckpt_writes w WHERE NOT EXISTS "
+                    "(SELECT 1 FROM ckpt_operators o WHERE o.id = w.op) LIMIT 1"
+                )
+                if orphan is not None:
+                    raise CorruptStateError(
+                        f"cannot create operator {operator!r} of job {job!r} in {self!r}: the "
+                        f"catalog holds writes (checkpoint {orphan[1]}) of operator id "
+                        f"{orphan[0]}, whose operator row is missing"
+                    )
                 tx.execute(
                     "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
                 )
