@@ -208,3 +208,72 @@ def test_sqlite_store_from_before_digests_is_upgraded(tmp_path: Path) -> None:
         conn.execute("ALTER TABLE ckpt_writes DROP COLUMN digest")
     conn.close()
     assert restore(url) == ("ACC-3", [1, 2, 3])
+
+
+# -- the core SQLiteStore: a checksum per row ------------------------------------------------
+
+
+def _space_store(path: Path) -> osp.SQLiteStore:
+    store = osp.SQLiteStore(path)
+    space = osp.ObjectSpace()
+    space.create_value("account", "ACC-1")
+    space.create_list("log").extend(range(50))
+    space.checkpoint(store)
+    store.close()
+    return store
+
+
+def test_sqlite_store_flipped_byte_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    _space_store(path)
+    data = path.read_bytes()
+    at = data.find(b"ACC-1")
+    assert at > 0 and data.find(b"ACC-1", at + 1) < 0
+    path.write_bytes(data[:at] + b"ACC-9" + data[at + 5 :])
+    with pytest.raises(osp.CorruptStateError) as err:
+        osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
+    assert str(path) in str(err.value) and "checksum" in str(err.value)
+
+
+def test_sqlite_store_deleted_table_name_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    _space_store(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DELETE FROM space_tables WHERE id = (SELECT MIN(tbl) FROM space_rows)")
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="no name"):
+        osp.SQLiteStore(path).reader()
+
+
+def test_sqlite_store_rows_without_checksum_are_read(tmp_path: Path) -> None:
+    """A store written before checksums: its rows are read, unverified, and new writes
+    get checksums."""
+    path = tmp_path / "space.db"
+    _space_store(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE space_rows SET crc = NULL")
+    conn.close()
+    space = osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
+    assert space.get_value("account").value == "ACC-1"
+    assert list(space.get_list("log")) == list(range(50))
+
+
+def test_sqlite_store_from_before_checksums_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    _space_store(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("ALTER TABLE space_rows DROP COLUMN crc")
+    conn.close()
+    store = osp.SQLiteStore(path)
+    space = osp.ObjectSpace.load(store.reader())
+    space.get_value("account").value = "ACC-2"
+    space.checkpoint(store)
+    store.close()
+    space = osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
+    assert space.get_value("account").value == "ACC-2"
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(crc) FROM space_rows").fetchone()[0] >= 1
+    conn.close()
