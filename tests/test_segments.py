@@ -507,10 +507,7 @@ def _every_checkpoint(storage: osp.Storage) -> dict[int, Any]:
     """The stored tables of every key group as of every retained checkpoint, as bytes."""
     backend = storage.backend
     return {
-        cp: {
-            g: tables
-            for g, (_, tables) in backend.load("j", "o", range(MAX_KG), cp).items()
-        }
+        cp: {g: tables for g, (_, tables) in backend.load("j", "o", range(MAX_KG), cp).items()}
         for cp in storage.job("j").checkpoints()
     }
 
@@ -590,9 +587,7 @@ def test_catalog_with_absolute_paths_is_migrated(tmp_path: Any) -> None:
     storage.close()
 
 
-def test_gc_never_deletes_outside_the_root(
-    tmp_path: Any, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_gc_never_deletes_outside_the_root(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     storage = osp.open_storage(_file_url(tmp_path))
     op = history(storage, checkpoints=2)
     expected = contents(op)

@@ -5,7 +5,6 @@ chain raises CorruptStateError naming what is wrong, never an empty or altered s
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +171,7 @@ def test_missing_write_is_detected(url: str) -> None:
 
 
 def test_missing_write_while_reading_a_planned_chain_is_detected(url: str) -> None:
-    storage, op, group = history(url)
+    storage, _, group = history(url)
     backend: Any = storage.backend
     chain = backend.chains("j", "o", range(group, group + 1), 3)[group]
     assert run(storage, "DELETE FROM ckpt_writes WHERE id = ?", (chain[1].write_id,)) == 1

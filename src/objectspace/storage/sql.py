@@ -792,9 +792,7 @@ class SQLBackend(Backend):
 
     def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
         """The stored edits of each write (from rows in the database), in order, verified."""
-        return self._run(
-            "reading state", lambda tx: self._parts_tx(tx, writes, where), write=False
-        )
+        return self._run("reading state", lambda tx: self._parts_tx(tx, writes, where), write=False)
 
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
