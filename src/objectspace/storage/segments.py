@@ -481,10 +481,11 @@ class SegmentBackend(Backend):
             protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
             if "file" in protocol or "local" in protocol:
                 root = os.path.realpath(self._base)
-                if not os.path.realpath(full).startswith(root + os.sep):
+                real = os.path.realpath(full)
+                if real == root or os.path.commonpath((root, real)) != root:
                     raise CorruptStateError(
                         f"segment path {path!r} in the catalog of {self.root} leads out of the "
-                        f"storage root through a symlink (to {os.path.realpath(full)!r})"
+                        f"storage root through a symlink (to {real!r})"
                     )
         except CorruptStateError as exc:
             logger.warning("garbage collection refuses to delete: %s", exc)
@@ -629,7 +630,8 @@ class SegmentBackend(Backend):
             if info.segment is None:
                 parts.append(next(from_catalog))
                 continue
-            if not info.segment.startswith(self._base + "/"):
+            inside = info.segment.startswith(self._base + "/")
+            if not inside or not _plain(info.segment[len(self._base) + 1 :].split("/")):
                 raise CorruptStateError(
                     f"segment {info.segment!r} is not inside the storage root {self.root}"
                 )

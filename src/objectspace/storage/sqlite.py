@@ -325,15 +325,24 @@ class _SQLiteWriter(StateWriter):
                 stats.tables_deleted = len(truncates)
                 if full:
                     truncates = []
-                # One flat pass in C-level comprehensions: this runs for every dirty slot.
-                puts: list[tuple[int, bytes, Any]] = [
-                    (tid, key, value)
+                # One flat pass in C-level comprehensions: this runs for every dirty slot. It
+                # computes each put's checksum too (a delete's is never stored).
+                crc32 = _crc32
+                puts: list[tuple[int, bytes, Any, int]] = [
+                    (
+                        tid,
+                        key,
+                        value,
+                        crc32(value, crc32(key, seed) ^ len(key)) - _HALF
+                        if value is not DELETED
+                        else 0,
+                    )
                     for name, change in changes
-                    for tid in (tid_of[name],)
+                    for tid, seed in ((tid_of[name], _seed(name)),)
                     for key, value in change.rows.items()
                 ]
                 if DELETED in map(_VALUE, puts):
-                    deletes = [(tid, key) for tid, key, value in puts if value is DELETED]
+                    deletes = [(tid, key) for tid, key, value, _ in puts if value is DELETED]
                     stats.items_deleted = len(deletes)
                     puts = [row for row in puts if row[2] is not DELETED]
                     if full:
@@ -347,20 +356,7 @@ class _SQLiteWriter(StateWriter):
                     conn.executemany("DELETE FROM space_rows WHERE tbl = ? AND key = ?", deletes)
                 if puts:
                     puts.sort()  # in primary-key order: SQLite appends to its B-tree pages
-                    seeds = {tid_of[name]: _seed(name) for name in self.changes}
-                    crc32 = _crc32
-                    _insert_rows(
-                        conn,
-                        [
-                            (
-                                tid,
-                                key,
-                                value,
-                                crc32(value, crc32(key, seeds[tid]) ^ len(key)) - _HALF,
-                            )
-                            for tid, key, value in puts
-                        ],
-                    )
+                    _insert_rows(conn, puts)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
