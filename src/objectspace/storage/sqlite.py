@@ -327,7 +327,7 @@ class _SQLiteWriter(StateWriter):
                     truncates = []
                 # One flat pass in C-level comprehensions: this runs for every dirty slot. It
                 # computes each put's checksum too (a delete's is never stored).
-                crc32 = _crc32
+                crc32: Any = _crc32  # called with bytes only: a delete's value is skipped
                 puts: list[tuple[int, bytes, Any, int]] = [
                     (
                         tid,
