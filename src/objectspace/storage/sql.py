@@ -154,6 +154,8 @@ class SQLBackend(Backend):
         self.fault_hook: Callable[[str], None] | None = None
         self._table_ids: dict[str, int] = {}
         self._names_by_id: dict[int, str] = {}
+        # Per job, ranges of checkpoints (after, upto] found to hold all their writes.
+        self._complete: dict[str, list[tuple[int, int]]] = {}
 
     # -- what a dialect provides ------------------------------------------------------------
 
@@ -762,6 +764,11 @@ class SQLBackend(Backend):
         if not chains:
             return
         start = min(writes[0].version for writes in chains.values())
+        # Committed checkpoints do not change (retention removes writes only at or before
+        # the oldest retained one, which is not checked): a range checked once is skipped.
+        checked = self._complete.setdefault(job, [])
+        if any(lo <= start and as_of <= hi for lo, hi in checked):
+            return
         counts = tx.all(
             "SELECT c.checkpoint, c.writes FROM ckpt_checkpoints c JOIN ckpt_jobs j ON "
             "j.id = c.job WHERE j.name = ? AND c.checkpoint > ? AND c.checkpoint <= ? AND "
@@ -789,6 +796,8 @@ class SQLBackend(Backend):
                     f"writes but the catalog holds {held} (a write is missing: restore chains "
                     "would have a gap)"
                 )
+        checked.append((start, as_of))
+        del checked[:-64]
 
     def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
         """The stored edits of each write (from rows in the database), in order, verified."""
