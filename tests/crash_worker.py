@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -342,7 +344,24 @@ def _exit() -> None:
     os._exit(CRASH_EXIT)
 
 
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def gc_main(argv: list[str]) -> int:
+    """``crash_worker.py gc URL STEP OCCURRENCE``: one garbage-collection pass of the segment
+    storage at ``URL`` (every unreferenced file past its grace period), killed with SIGKILL
+    at the ``OCCURRENCE``-th ``STEP`` of the pass."""
+    url, step, occurrence = argv[2], argv[3], int(argv[4])
+    storage = objectspace.open_storage(url)
+    storage.backend.fault_hook = Fault(step, occurrence, _kill)  # type: ignore[attr-defined]
+    storage.backend.gc(grace_seconds=0, now=time.time() + 10**9)  # type: ignore[attr-defined]
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[1] == "gc":
+        return gc_main(argv)
     url, seed, k, step, occurrence = argv[1], int(argv[2]), int(argv[3]), argv[4], int(argv[5])
     storage = objectspace.open_storage(url)
     writer = Writer(storage, seed)

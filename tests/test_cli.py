@@ -318,7 +318,7 @@ def snapshot(url: str, folder: Path | None = None) -> Any:
                 chains,
             )
         if isinstance(backend, SegmentBackend):
-            state["segments"] = backend.catalog.segments()
+            state["segments"] = backend.segments()
     finally:
         storage.close()
     files = {}
@@ -692,6 +692,7 @@ def test_compact_and_retain(kind: str, tmp_path: Path, request: pytest.FixtureRe
             "deleted": [],
             "bytes_deleted": 0,
             "referenced": 0,
+            "refused": [],
         }
 
 
@@ -701,7 +702,7 @@ def _segments(url: str) -> tuple[set[str], set[str]]:
     try:
         backend = storage.backend
         assert isinstance(backend, SegmentBackend)
-        referenced = backend.catalog.referenced_segments()
+        referenced = backend.referenced_segments()
         on_disk = {p for p in backend.fs.find(backend._base) if p.endswith(".seg")}
         return referenced, on_disk
     finally:

@@ -131,16 +131,16 @@ def test_contention(postgres_url: str, tmp_path: Any, kind: str, checkpoints: in
         check_all()
         backend = storage.backend
         if isinstance(backend, SegmentBackend):
-            referenced = backend.catalog.referenced_segments()
+            referenced = backend.referenced_segments()
             missing = referenced - _files(root)
             assert not missing, f"referenced segments were deleted: {sorted(missing)[:5]}"
             for seed in range(WRITERS):
                 storage.job(f"job-{seed}").retain(keep_last=2)
             for _ in range(2):
                 backend.gc(grace_seconds=0, now=time.time() + 10**9)
-            assert backend.catalog.referenced_segments() <= _files(root)
+            assert backend.referenced_segments() <= _files(root)
             check_all()  # nothing a restore needs was collected
-            leftover = _files(root) - backend.catalog.referenced_segments()
+            leftover = _files(root) - backend.referenced_segments()
             print(f"unreferenced files left after a final GC: {len(leftover)}")
     finally:
         storage.close()

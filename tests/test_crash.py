@@ -24,8 +24,11 @@ the failed attempt, and retention must remove exactly the pending writes it stor
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -46,6 +49,7 @@ from crash_worker import (
     snapshot,
 )
 from objectspace import SerializationError, Storage
+from objectspace.storage.segments import SegmentBackend
 from objectspace.storage.sqlite_backend import SQLiteBackend
 
 SEED = 20240517
@@ -261,3 +265,49 @@ def test_process_exit_anywhere_restores_last_commit(fault: tuple[str, int], tmp_
     )
     assert expected.last == expected_last(K, step)
     verify_recovery(url, expected.last, expected.pending)
+
+
+# -- garbage collection killed between forgetting a segment and deleting its file -----------
+
+
+def test_gc_killed_between_forget_and_delete_leaves_nothing_behind(tmp_path: Path) -> None:
+    """SIGKILL after the GC forgot a segment and before it deleted the file: the next pass
+    deletes the file (nothing the catalog forgot stays on disk for good)."""
+    root = tmp_path / "segments"
+    url = f"file://{root}?catalog=" + urllib.parse.quote(f"sqlite:///{tmp_path / 'catalog.db'}")
+    storage = objectspace.open_storage(url)
+    writer = Writer(storage, SEED)
+    for n in range(1, END + 1):
+        writer.checkpoint(n)
+    writer.job.compact()
+    writer.job.retain(keep_last=1)  # every file written before the compaction is garbage
+    backend = storage.backend
+    assert isinstance(backend, SegmentBackend)
+    assert backend.gc(grace_seconds=600).stamped > 2
+    expected = snapshot(storage)
+    storage.close()
+
+    def on_disk() -> set[str]:
+        return {str(p) for p in root.rglob("*.seg")}
+
+    before = on_disk()
+    result = subprocess.run(
+        [sys.executable, str(WORKER), "gc", url, "gc:forgotten", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    storage = objectspace.open_storage(url)
+    backend = storage.backend
+    assert isinstance(backend, SegmentBackend)
+    known = {p for p, _, _ in backend.segments()}
+    forgotten = before - known
+    assert len(forgotten) == 2  # the catalog forgot two files
+    left = forgotten & on_disk()
+    assert len(left) == 1  # and the pass died before deleting the second one
+    stats = backend.gc(grace_seconds=0, now=time.time() + 10**9)
+    assert left <= set(stats.deleted)
+    assert on_disk() == backend.referenced_segments()
+    assert snapshot(storage) == expected
+    storage.close()

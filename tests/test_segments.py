@@ -4,6 +4,8 @@ corruption detection, and two-phase garbage collection."""
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 import objectspace as osp
 from conftest import segment_url
 from objectspace.checkpoint import Instance, Job, Operator
-from objectspace.storage.segments import END_MAGIC, MAGIC, SegmentBackend
+from objectspace.storage.segments import END_MAGIC, MAGIC, GCStats, SegmentBackend
 
 MAX_KG = 8
 HUGE = 10**9  # seconds: "now" far in the future, past any grace period
@@ -121,7 +123,7 @@ def history(storage: osp.Storage, checkpoints: int = 3, parallelism: int = 1) ->
 
 
 def referenced_files_exist(backend: SegmentBackend) -> None:
-    referenced = backend.catalog.referenced_segments()
+    referenced = backend.referenced_segments()
     assert referenced
     on_disk = files(backend)
     missing = referenced - on_disk
@@ -305,7 +307,7 @@ def test_gc_two_phases(storage: osp.Storage) -> None:
     assert first.stamped == 4
     assert first.deleted == []
     assert files(backend) >= old  # phase one deletes nothing
-    stamps = {p: s for p, _, s in backend.catalog.segments()}
+    stamps = {p: s for p, _, s in backend.segments()}
     assert all(stamps[p] is not None and stamps[p] >= t0 - 1 for p in old)
     assert sum(s is not None for s in stamps.values()) == 4
 
@@ -317,7 +319,7 @@ def test_gc_two_phases(storage: osp.Storage) -> None:
     assert sorted(second.deleted) == sorted(old)
     assert second.bytes_deleted > 0
     assert not files(backend) & old
-    assert {p for p, _, _ in backend.catalog.segments()}.isdisjoint(old)
+    assert {p for p, _, _ in backend.segments()}.isdisjoint(old)
     referenced_files_exist(backend)
     assert contents(op) == contents(op, 3) == expected
 
@@ -325,7 +327,7 @@ def test_gc_two_phases(storage: osp.Storage) -> None:
     for _ in range(2):
         backend.gc(grace_seconds=0, now=time.time() + HUGE)
     referenced_files_exist(backend)
-    assert files(backend) == backend.catalog.referenced_segments()
+    assert files(backend) == backend.referenced_segments()
     assert contents(op, 4) == expected
 
 
@@ -333,16 +335,16 @@ def test_gc_dry_run_changes_nothing(storage: osp.Storage) -> None:
     backend = seg(storage)
     superseded(storage)
     before_files = files(backend)
-    before = backend.catalog.segments()
+    before = backend.segments()
     dry = backend.gc(grace_seconds=600, dry_run=True)
     assert dry.dry_run and dry.stamped == 4 and dry.deleted == []
-    assert backend.catalog.segments() == before
+    assert backend.segments() == before
     backend.gc(grace_seconds=600)  # stamps for real
-    stamped = backend.catalog.segments()
+    stamped = backend.segments()
     assert stamped != before
     dry = backend.gc(grace_seconds=600, dry_run=True, now=time.time() + HUGE)
     assert len(dry.deleted) == 4 and dry.stamped == 0
-    assert backend.catalog.segments() == stamped
+    assert backend.segments() == stamped
     assert files(backend) == before_files
 
 
@@ -358,7 +360,7 @@ def test_gc_collects_pending_segments_of_an_abandoned_attempt(storage: osp.Stora
     lost = abandoned.save(2)  # never committed
     (lost_path,) = files(backend) - before
     commit_round(job, [winner], 2)
-    assert lost_path in backend.catalog.referenced_segments()  # pending, still referenced
+    assert lost_path in backend.referenced_segments()  # pending, still referenced
     assert backend.gc(grace_seconds=0, now=time.time() + HUGE).deleted == []
     assert exists(backend, lost_path)
     expected = contents(op)
@@ -380,8 +382,8 @@ def test_gc_collects_pending_segments_of_an_abandoned_attempt(storage: osp.Stora
 def test_gc_collects_a_reserved_segment_never_registered(storage: osp.Storage) -> None:
     backend = seg(storage)
     op = history(storage, checkpoints=1)
+    backend.catalog.reserve_segment("j/o/000000000002-crashed-00000000.seg")
     path = f"{base_path(backend)}/j/o/000000000002-crashed-00000000.seg"
-    backend.catalog.reserve_segment(path)
     backend.fs.pipe_file(path, b"half a segment")
     backend.fs.pipe_file(path + ".tmp", b"half a segment")
     assert exists(backend, path)
@@ -391,7 +393,7 @@ def test_gc_collects_a_reserved_segment_never_registered(storage: osp.Storage) -
     second = backend.gc(grace_seconds=600, now=time.time() + 601)
     assert second.deleted == [path]
     assert not exists(backend, path) and not exists(backend, path + ".tmp")
-    assert path not in {p for p, _, _ in backend.catalog.segments()}
+    assert path not in {p for p, _, _ in backend.segments()}
     referenced_files_exist(backend)
     assert contents(op)
 
@@ -451,7 +453,7 @@ def test_a_segment_written_after_its_reservation_was_collected_is_not_left_forev
     monkeypatch.undo()
     for _ in range(3):
         backend.gc(grace_seconds=0, now=time.time() + HUGE)
-    leftover = files(backend) - backend.catalog.referenced_segments()
+    leftover = files(backend) - backend.referenced_segments()
     assert not leftover, f"unreferenced segment files left behind for good: {sorted(leftover)}"
 
 
@@ -491,4 +493,148 @@ def test_file_root_layout(tmp_path: Any) -> None:
     assert all(p.startswith(os.path.join(root, "j", "o") + os.sep) for p in found)
     assert all(p.endswith(".seg") for p in found)
     assert contents(op, 2) == contents(op, 1)
+    storage.close()
+
+
+# -- storage boundaries ---------------------------------------------------------------------
+
+
+def _file_url(folder: Any) -> str:
+    return segment_url(f"file://{folder}/segments", f"sqlite:///{folder}/catalog.db")
+
+
+def _every_checkpoint(storage: osp.Storage) -> dict[int, Any]:
+    """The stored tables of every key group as of every retained checkpoint, as bytes."""
+    backend = storage.backend
+    return {
+        cp: {g: tables for g, (_, tables) in backend.load("j", "o", range(MAX_KG), cp).items()}
+        for cp in storage.job("j").checkpoints()
+    }
+
+
+def _disk(root: Any) -> dict[str, bytes]:
+    return {
+        os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+        for d, _, fs in os.walk(root)
+        for f in fs
+    }
+
+
+def _maintain(url: str) -> GCStats:
+    copy = osp.open_storage(url)
+    try:
+        copy.job("j").compact()
+        copy.job("j").retain(keep_last=1)
+        backend = seg(copy)
+        backend.gc(grace_seconds=600)
+        return backend.gc(grace_seconds=0, now=time.time() + HUGE)
+    finally:
+        copy.close()
+
+
+def test_maintenance_on_a_copy_leaves_the_original_intact(tmp_path: Any) -> None:
+    """``cp -a`` of a file:// storage (segments and catalog in one folder): retain, compact
+    and gc on the copy delete the copy's files only; the original restores every
+    checkpoint byte for byte."""
+    original = tmp_path / "original"
+    original.mkdir()
+    storage = osp.open_storage(_file_url(original))
+    history(storage, checkpoints=4, parallelism=2)
+    expected = _every_checkpoint(storage)
+    assert sorted(expected) == [1, 2, 3, 4]
+    storage.close()
+    on_disk = _disk(original / "segments")
+    shutil.copytree(original, tmp_path / "copy")
+
+    stats = _maintain(_file_url(tmp_path / "copy"))
+    assert stats.deleted and all(p.startswith(f"{tmp_path}/copy/") for p in stats.deleted)
+    assert not [p for p in stats.deleted if os.path.exists(p)]
+    assert _disk(original / "segments") == on_disk
+    storage = osp.open_storage(_file_url(original))
+    assert _every_checkpoint(storage) == expected
+    storage.close()
+
+
+def test_catalog_with_absolute_paths_is_migrated(tmp_path: Any) -> None:
+    """A catalog an older version wrote (absolute paths) reads as before, and a copy of it
+    reads and collects its own files."""
+    original = tmp_path / "original"
+    original.mkdir()
+    storage = osp.open_storage(_file_url(original))
+    history(storage, checkpoints=3)
+    expected = _every_checkpoint(storage)
+    storage.close()
+    base = f"{original}/segments"
+    with sqlite3.connect(original / "catalog.db") as conn:
+        conn.execute("UPDATE ckpt_segments SET path = ? || '/' || path", (base,))
+        conn.execute("DELETE FROM ckpt_meta WHERE name = 'segment_paths'")
+    conn.close()
+    shutil.copytree(original, tmp_path / "copy")
+    on_disk = _disk(original / "segments")
+
+    copy = osp.open_storage(_file_url(tmp_path / "copy"))
+    assert _every_checkpoint(copy) == expected
+    assert all(p.startswith(f"{tmp_path}/copy/") for p in seg(copy).referenced_segments())
+    copy.close()
+    _maintain(_file_url(tmp_path / "copy"))
+    assert _disk(original / "segments") == on_disk
+    storage = osp.open_storage(_file_url(original))
+    assert _every_checkpoint(storage) == expected
+    with sqlite3.connect(original / "catalog.db") as conn:
+        paths = [p for (p,) in conn.execute("SELECT path FROM ckpt_segments")]
+    conn.close()
+    assert paths and not [p for p in paths if p.startswith("/")]
+    storage.close()
+
+
+def test_gc_never_deletes_outside_the_root(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    storage = osp.open_storage(_file_url(tmp_path))
+    op = history(storage, checkpoints=2)
+    expected = contents(op)
+    backend = seg(storage)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victims = {name: outside / name for name in ("dotdot.seg", "absolute.seg", "linked.seg")}
+    for path in victims.values():
+        path.write_bytes(b"not objectspace's")
+    (outside / "dir").mkdir()
+    (outside / "dir" / "in-linked-dir.seg").write_bytes(b"not objectspace's either")
+    root = tmp_path / "segments"
+    os.symlink(victims["linked.seg"], root / "j" / "o" / "link.seg")
+    os.symlink(outside / "dir", root / "j" / "linkdir")
+    planted = [
+        "../outside/dotdot.seg",
+        str(victims["absolute.seg"]),
+        "j/o/link.seg",
+        "j/linkdir/in-linked-dir.seg",
+        "j/o/./../../../outside/dotdot.seg",
+    ]
+    with sqlite3.connect(tmp_path / "catalog.db") as conn:
+        conn.executemany(
+            "INSERT INTO ckpt_segments (path, created, bytes, stamped) VALUES (?, 0, 10, 1)",
+            [(p,) for p in planted],
+        )
+    conn.close()
+    with caplog.at_level("WARNING", logger="objectspace.storage.segments"):
+        dry = backend.gc(grace_seconds=0, dry_run=True, now=time.time() + HUGE)
+        first = backend.gc(grace_seconds=0, now=time.time() + HUGE)
+        second = backend.gc(grace_seconds=0, now=time.time() + HUGE)
+    assert sorted(dry.refused) == sorted(first.refused) == sorted(second.refused)
+    assert sorted(first.refused) == sorted(planted)
+    assert not [p for p in first.deleted + dry.deleted if "outside" in p or "link" in p]
+    for path in [*victims.values(), outside / "dir" / "in-linked-dir.seg"]:
+        assert path.read_bytes().startswith(b"not objectspace's")
+    assert "refuses to delete" in caplog.text and "../outside/dotdot.seg" in caplog.text
+    assert contents(op) == expected
+    referenced_files_exist(backend)
+
+    # A planted reference is refused on read too, never followed.
+    with sqlite3.connect(tmp_path / "catalog.db") as conn:
+        conn.execute(
+            "UPDATE ckpt_segments SET path = '../outside/elsewhere.seg' WHERE id = "
+            "(SELECT MIN(segment) FROM ckpt_writes)"
+        )
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="not inside the storage root"):
+        contents(op)
     storage.close()

@@ -5,8 +5,10 @@ Plus what only SQLite has: pickling, reopening, schema versions and bad paths.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import sqlite3
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -487,3 +489,77 @@ def test_sqlite_file_that_is_not_a_database_raises(tmp_path: Path) -> None:
     path.write_bytes(b"this is not a SQLite database" * 100)
     with pytest.raises(osp.StorageError):
         osp.SQLiteStore(path).reader()
+
+
+# -- files that are not objectspace's ------------------------------------------------------
+
+
+def _foreign_files(folder: Path) -> dict[str, Path]:
+    """Files objectspace must refuse to open, and must leave byte for byte as they were."""
+    app = folder / "app.db"
+    conn = sqlite3.connect(app)
+    with conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO customers VALUES (1, 'ACME')")
+    conn.close()
+    text = folder / "notes.txt"
+    text.write_bytes(b"not a database at all\n" * 50)
+    other_kind = folder / "checkpoints.db"
+    storage = osp.open_storage(f"sqlite:///{other_kind}")
+    storage.job("j").operator("o", max_key_groups=4)
+    storage.close()
+    space = folder / "space.db"
+    seed(osp.SQLiteStore(space))
+    return {"app": app, "text": text, "checkpoints": other_kind, "space": space}
+
+
+def _fingerprint(path: Path) -> tuple[str, list[str]]:
+    siblings = sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name))
+    return hashlib.sha256(path.read_bytes()).hexdigest(), siblings
+
+
+@pytest.mark.parametrize("kind", ["app", "text", "checkpoints"])
+def test_sqlite_store_never_modifies_a_foreign_file(tmp_path: Path, kind: str) -> None:
+    path = _foreign_files(tmp_path)[kind]
+    before = _fingerprint(path)
+    with pytest.raises(osp.StorageError) as err:
+        osp.SQLiteStore(path).reader()
+    assert str(path) in str(err.value)
+    with pytest.raises(osp.StorageError):
+        commit(osp.SQLiteStore(path), DIFF, lambda w: w.put("t", b"k", b"v"))
+    assert _fingerprint(path) == before
+    if kind == "app":  # still in its own journal mode, with only its own table
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert [n for (n,) in conn.execute("SELECT name FROM sqlite_master")] == ["customers"]
+        conn.close()
+
+
+@pytest.mark.parametrize("kind", ["app", "text", "space"])
+@pytest.mark.parametrize("layout", ["sqlite", "catalog"])
+def test_sqlite_storage_never_modifies_a_foreign_file(
+    tmp_path: Path, kind: str, layout: str
+) -> None:
+    path = _foreign_files(tmp_path)[kind]
+    before = _fingerprint(path)
+    url = f"sqlite:///{path}"
+    if layout == "catalog":
+        url = f"file://{tmp_path}/segments?catalog=" + urllib.parse.quote(url)
+    with pytest.raises(osp.StorageError) as err:
+        osp.open_storage(url).job("j").operator("o", max_key_groups=4)
+    assert str(path) in str(err.value)
+    assert _fingerprint(path) == before
+
+
+def test_sqlite_new_path_and_empty_file_are_created(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    commit(osp.SQLiteStore(empty), DIFF, lambda w: w.put("t", b"k", b"v"))
+    assert osp.SQLiteStore(empty).dump() == {"t": {b"k": b"v"}}
+    for name in ("new.db", "empty-storage.db"):
+        if name.startswith("empty"):
+            (tmp_path / name).touch()
+        storage = osp.open_storage(f"sqlite:///{tmp_path / name}")
+        storage.job("j").operator("o", max_key_groups=4)
+        storage.close()
+        assert osp.open_storage(f"sqlite:///{tmp_path / name}").jobs() == ["j"]

@@ -348,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
         "delete segment files that nothing references any more",
         "One garbage-collection pass of a segment storage: stamp files that no write "
         "references, delete those stamped longer ago than the grace period. A referenced "
-        "file is never deleted. SQL storages have no files to collect.",
+        "file is never deleted, nor a path outside the storage root (refused and reported). "
+        "SQL storages have no files to collect.",
     )
     p.add_argument("url", metavar="URL", help=_URL_HELP)
     p.add_argument(

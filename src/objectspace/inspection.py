@@ -953,6 +953,7 @@ def collect_garbage(
         "deleted": [],
         "bytes_deleted": 0,
         "referenced": 0,
+        "refused": [],
     }
     if isinstance(backend, SegmentBackend):
         stats = backend.gc(grace_seconds, dry_run=dry_run)
@@ -961,6 +962,7 @@ def collect_garbage(
             deleted=list(stats.deleted),
             bytes_deleted=stats.bytes_deleted,
             referenced=stats.referenced,
+            refused=list(stats.refused),
         )
     return data
 
@@ -1285,6 +1287,8 @@ def render_gc(data: dict[str, Any], console: Console) -> None:
     )
     for path in deleted:
         console.print(_text(f"  {path}"))
+    for path in data.get("refused", []):
+        console.print(_text(f"  refused (not inside the storage root): {path}"))
 
 
 def render_compact(data: dict[str, Any], console: Console) -> None:

@@ -106,6 +106,12 @@ CREATE TABLE IF NOT EXISTS ckpt_truncates (
     tbl BIGINT NOT NULL,
     PRIMARY KEY (write, tbl)
 );
+CREATE TABLE IF NOT EXISTS ckpt_gc_trash (
+    path TEXT PRIMARY KEY,
+    bytes BIGINT NOT NULL,
+    since DOUBLE PRECISION NOT NULL
+);
+ALTER TABLE ckpt_writes ADD COLUMN IF NOT EXISTS digest BIGINT;
 """
 
 # SQLSTATEs worth retrying: serialization_failure, deadlock_detected.

@@ -16,10 +16,19 @@ A segment's life:
 3. one catalog transaction records its blocks as pending writes; the checkpoint commit
    makes them visible.
 
+The catalog records a segment's path **relative to the storage root**, so a copy of a
+storage (its folder and its catalog) reads and collects its own files, never the
+original's. Catalogs written by older versions (absolute paths) are migrated once, on
+first use.
+
 Garbage collection has two phases (so a reader that planned a restore before a reference
 disappeared can still finish): files that no write references are *stamped* with the
 time; a later pass deletes files stamped longer ago than a grace period. A referenced file
-is never deleted; an unreferenced one is deleted after at most two passes.
+is never deleted; an unreferenced one is deleted after at most two passes. Deleting moves
+the catalog row to a trash table, deletes the file, then empties the trash row: a pass that
+dies in between leaves the row, and the next pass deletes the file. The GC never deletes a
+path outside the storage root, whatever the catalog says (``..``, an absolute path, a
+symlink that leads out): it logs a warning and leaves it.
 
 Block format: ``u32 length | u64 xxh64 of the compressed payload | zstd(payload)``, where
 the payload is msgpack ``[table folders, tables per folder, last components, each table's
@@ -33,6 +42,8 @@ index's offset (u64) and ``OSEND1``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 import struct
 import time
@@ -69,6 +80,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 __all__ = ["GCStats", "SegmentBackend", "decode_block", "encode_block"]
+
+logger = logging.getLogger(__name__)
 
 MAGIC = b"OSSEG1\n"
 END_MAGIC = b"OSEND1"
@@ -275,6 +288,7 @@ class GCStats:
     bytes_deleted: int = 0
     referenced: int = 0
     dry_run: bool = False
+    refused: list[str] = field(default_factory=list)  # catalog paths outside the root
 
 
 class SegmentBackend(Backend):
@@ -304,6 +318,7 @@ class SegmentBackend(Backend):
         self.url = urlunparse(parsed._replace(query=urlencode(options)))
         self._fs: Any = None
         self._base = ""
+        self._paths_ready = False
         self.bytes_written = 0
         self.files_written = 0
 
@@ -416,19 +431,96 @@ class SegmentBackend(Backend):
     def chains(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, list[WriteInfo]]:
-        return self.catalog.chains(job, operator, key_groups, as_of)
+        self._ready()
+        chains = self.catalog.chains(job, operator, key_groups, as_of)
+        return {g: [self._located(w) for w in ws] for g, ws in chains.items()}
 
     def retain(self, job: str, keep_last: int) -> RetentionStats:
         return self.catalog.retain(job, keep_last)
 
+    # -- paths: relative in the catalog, inside the root on the filesystem -------------------
+
+    def _ready(self) -> None:
+        """Open the filesystem and migrate a catalog with absolute paths (once)."""
+        if not self._paths_ready:
+            self.fs  # noqa: B018 - opens the filesystem, which sets self._base
+            changed = self.catalog.relative_segment_paths(self._legacy_relative)
+            if changed:
+                logger.info("made %d segment paths of %s relative to its root", changed, self)
+            self._paths_ready = True
+
+    def _legacy_relative(self, path: str) -> str:
+        """A segment path an older version stored (absolute, as fsspec names it) made
+        relative: under this root, the rest of it; under another root (the storage was
+        copied or moved), its last three components when they have the layout's shape
+        (``job/operator/….seg``); anything else stays absolute, which the GC refuses."""
+        prefix = self._base + "/"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+        parts = path.split("/")
+        if len(parts) > 3 and parts[-1].endswith(".seg") and _plain(parts[-3:]):
+            return "/".join(parts[-3:])
+        return path if path.startswith("/") else "/" + path
+
+    def _full(self, path: str) -> str:
+        """The filesystem path of a catalog path; :class:`CorruptStateError` when it is
+        not a plain relative path (absolute, empty or ``.``/``..`` components)."""
+        if path.startswith("/") or not _plain(path.split("/")):
+            raise CorruptStateError(
+                f"segment path {path!r} in the catalog of {self.root} is not inside the storage "
+                "root; objectspace neither reads nor deletes it"
+            )
+        return f"{self._base}/{path}"
+
+    def _located(self, info: WriteInfo) -> WriteInfo:
+        if info.segment is None:
+            return info
+        return dataclasses.replace(info, segment=self._full(info.segment))
+
+    def _shown(self, path: str) -> str:
+        try:
+            return self._full(path)
+        except CorruptStateError:
+            return path
+
+    def _deletable(self, path: str) -> str | None:
+        """The filesystem path the GC may delete for catalog ``path``, or ``None`` (logged)
+        when it would leave the root, through ``..``, an absolute path or a symlink."""
+        try:
+            full = self._full(path)
+            fs = self.fs
+            protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+            if "file" in protocol or "local" in protocol:
+                root = os.path.realpath(self._base)
+                real = os.path.realpath(full)
+                if real == root or os.path.commonpath((root, real)) != root:
+                    raise CorruptStateError(
+                        f"segment path {path!r} in the catalog of {self.root} leads out of the "
+                        f"storage root through a symlink (to {real!r})"
+                    )
+        except CorruptStateError as exc:
+            logger.warning("garbage collection refuses to delete: %s", exc)
+            return None
+        return full
+
+    def segments(self) -> list[tuple[str, int, float | None]]:
+        """Every segment file the catalog knows: (filesystem path, bytes, stamped time)."""
+        self._ready()
+        return [(self._shown(p), b, s) for p, b, s in self.catalog.segments()]
+
+    def referenced_segments(self) -> set[str]:
+        """Filesystem paths of the segments at least one write references."""
+        self._ready()
+        return {self._shown(p) for p in self.catalog.referenced_segments()}
+
     # -- segments ---------------------------------------------------------------------------
 
     def _path(self, job: str, operator: str, version: int, attempt: str) -> str:
-        # User names become one path component each, percent-encoded: never a traversal.
-        self.fs  # noqa: B018 - opens the filesystem, which sets self._base
+        """A new segment's path relative to the root. User names become one path
+        component each, percent-encoded: never a traversal."""
+        self._ready()
         return "/".join(
             (
-                self._base,
                 _component(job),
                 _component(operator),
                 f"{version:012d}-{attempt}-{uuid.uuid4().hex[:8]}.seg",
@@ -454,18 +546,20 @@ class SegmentBackend(Backend):
             block, rows = encode_block(part.changes, part.full, self.level, head_ids)
             blocks.append(block)
             counts.append(rows)
-        size, offsets = self._publish(path, blocks)
+        full = self._full(path)
+        size, offsets = self._publish(full, blocks)
         entries = [
             (part.key_group, part.full, length, rows, offset, length)
             for part, rows, (offset, length) in zip(parts, counts, offsets, strict=True)
         ]
         try:
-            return self.catalog.register_segment(
+            infos = self.catalog.register_segment(
                 job, operator, version, attempt, (segment_id, path), size, entries
             )
         except BaseException:
-            self._discard(path)
+            self._discard(full)
             raise
+        return [self._located(info) for info in infos]
 
     def _discard(self, path: str) -> None:
         """Best effort: delete a published file whose registration failed. If it was still
@@ -509,7 +603,7 @@ class SegmentBackend(Backend):
         path = self._path(job, operator, version, "compaction")
         segment_id, head_ids = self.catalog.reserve_segment(path, block_heads(changes))
         block, rows = encode_block(changes, True, self.level, head_ids)
-        size, [(offset, length)] = self._publish(path, [block])
+        size, [(offset, length)] = self._publish(self._full(path), [block])
         [info] = self.catalog.register_segment(
             job,
             operator,
@@ -520,18 +614,20 @@ class SegmentBackend(Backend):
             [(key_group, True, length, rows, offset, length)],
             committed=True,
         )
-        return info
+        return self._located(info)
 
     def load(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
         # The catalog snapshot fixes which files to read; a file that lost its last
         # reference since is deleted only after the GC's grace period.
+        self._ready()
         loaded = self.catalog.load_catalog(job, operator, key_groups, as_of, with_rows=False)
-        return {
-            key_group: (writes, self.read(job, operator, writes))
-            for key_group, (writes, _) in loaded.items()
-        }
+        out = {}
+        for key_group, (writes, _) in loaded.items():
+            located = [self._located(w) for w in writes]
+            out[key_group] = (located, self.read(job, operator, located))
+        return out
 
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
@@ -539,11 +635,17 @@ class SegmentBackend(Backend):
         fs = self.fs
         parts: list[tuple[dict[str, bool], _Rows]] = []
         in_catalog = [w for w in writes if w.segment is None]
-        from_catalog = iter(self.catalog.read_parts(in_catalog)) if in_catalog else iter(())
+        where = f"job {job!r} operator {operator!r} "
+        from_catalog = iter(self.catalog.read_parts(in_catalog, where) if in_catalog else ())
         for info in writes:
             if info.segment is None:
                 parts.append(next(from_catalog))
                 continue
+            inside = info.segment.startswith(self._base + "/")
+            if not inside or not _plain(info.segment[len(self._base) + 1 :].split("/")):
+                raise CorruptStateError(
+                    f"segment {info.segment!r} is not inside the storage root {self.root}"
+                )
             try:
                 block = fs.cat_file(info.segment, start=info.offset, end=info.offset + info.length)
             except FileNotFoundError as exc:
@@ -563,29 +665,67 @@ class SegmentBackend(Backend):
         self, grace_seconds: float = 600.0, *, dry_run: bool = False, now: float | None = None
     ) -> GCStats:
         """One garbage-collection pass: stamp newly unreferenced segments, then delete those
-        stamped more than ``grace_seconds`` ago. ``dry_run`` changes nothing."""
+        stamped more than ``grace_seconds`` ago, and the files of segments an interrupted
+        pass forgot without deleting. ``dry_run`` changes nothing. Paths that would leave
+        the storage root are never deleted: they are logged and listed in ``refused``."""
         when = time.time() if now is None else now
         stats = GCStats(dry_run=dry_run)
+        self._ready()
         known = self.catalog.segments()
+        sizes = {p: b for p, b, _ in known}
+        trash = self.catalog.trashed_segments()
+        sizes.update(trash)
         if dry_run:
             referenced = self.catalog.referenced_segments()
             fresh = [p for p, _, s in known if s is None and p not in referenced]
             stats.stamped = len(fresh)
-            stats.deleted = self.catalog.collectable_segments(grace_seconds, when)
+            doomed = self.catalog.collectable_segments(grace_seconds, when)
             if grace_seconds <= 0:  # a real pass would stamp and delete these at once
-                stats.deleted = sorted({*stats.deleted, *fresh})
+                doomed = sorted({*doomed, *fresh})
+            for path in sorted({*doomed, *(p for p, _ in trash)}):
+                full = self._deletable(path)
+                if full is None:
+                    stats.refused.append(path)
+                else:
+                    stats.deleted.append(full)
+                    stats.bytes_deleted += sizes.get(path, 0)
         else:
             stats.stamped = self.catalog.stamp_unreferenced(when)
-            fs = self.fs
+            for path, _ in trash:  # forgotten by a pass that died before deleting
+                self._delete(path, sizes, stats)
             for path in self.catalog.collectable_segments(grace_seconds, when):
-                # Forget first: if a reference appeared meanwhile, the file stays.
+                if self._deletable(path) is None:
+                    stats.refused.append(path)
+                    continue
+                # Forget first: if a reference appeared meanwhile, the file stays; and a
+                # writer still holding the reservation can no longer register it.
                 if not self.catalog.forget_segment(path):
                     continue
-                for name in (path, path + ".tmp"):
-                    with contextlib.suppress(FileNotFoundError):
-                        fs.rm_file(name)
-                stats.deleted.append(path)
-        sizes = {p: b for p, b, _ in known}
-        stats.bytes_deleted = sum(sizes.get(p, 0) for p in stats.deleted)
+                self._step("gc:forgotten")
+                self._delete(path, sizes, stats)
         stats.referenced = len(self.catalog.referenced_segments())
         return stats
+
+    def _step(self, step: str) -> None:
+        hook = self.catalog.fault_hook
+        if hook is not None:
+            hook(step)
+
+    def _delete(self, path: str, sizes: Mapping[str, int], stats: GCStats) -> None:
+        """Delete a forgotten segment's file (and its temporary twin), then its trash row."""
+        full = self._deletable(path)
+        if full is None:
+            stats.refused.append(path)
+            return
+        fs = self.fs
+        for name in (full, full + ".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm_file(name)
+        self.catalog.segment_deleted(path)
+        stats.deleted.append(full)
+        stats.bytes_deleted += sizes.get(path, 0)
+
+
+def _plain(parts: Sequence[str]) -> bool:
+    """Whether path components are plain names (no empty, ``.`` or ``..`` component)."""
+    return all(part not in ("", ".", "..") for part in parts)

@@ -8,16 +8,26 @@ key, its value and two small integers.
 
 A dialect subclass supplies connections and transactions (:meth:`SQLBackend._run`), the
 schema, and bulk row insertion. SQL here is written with ``?`` parameters.
+
+Stored rows are verified on read: each write's catalog row keeps its row count and a digest
+of its rows (:func:`write_digest`; ``NULL`` in stores written before digests existed: those
+are not verified), and a restore checks every write of its chains is there, with its rows
+and its table names, and that no retained checkpoint lost one of its writes. Any mismatch
+raises :class:`~objectspace.CorruptStateError` naming the job, operator, key group and
+checkpoint.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from objectspace.errors import CheckpointError, StorageError
+import xxhash
+
+from objectspace.errors import CheckpointError, CorruptStateError, StorageError
 from objectspace.storage.base import DELETED, TableChanges
 from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
@@ -31,7 +41,7 @@ from objectspace.storage.versioned import (
     materialize,
 )
 
-__all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
+__all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
 
 SCHEMA_VERSION = 1
 
@@ -66,26 +76,60 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+_HEAD = struct.Struct("<II")
+_TOTAL = struct.Struct("<QQQ")
+_MASK = (1 << 64) - 1
+
+
+def _row_hash(name: bytes, key: bytes, value: bytes | None) -> int:
+    tail = b"\x00" if value is None else b"\x01" + value
+    return xxhash.xxh64_intdigest(_HEAD.pack(len(name), len(key)) + name + key + tail)
+
+
+def write_digest(
+    rows: Sequence[tuple[str, bytes, bytes | None]], truncated: Sequence[str] = ()
+) -> int:
+    """The digest of a write's rows (table name, key, value or ``None`` for a delete) and
+    deleted tables, whatever their order: the sum of each row's xxh64 over its lengths and
+    bytes, hashed with the counts. A signed 64-bit integer (it fits a BIGINT)."""
+    total = 0
+    for name, key, value in rows:
+        total += _row_hash(name.encode("utf-8"), key, value)
+    for name in truncated:
+        total += xxhash.xxh64_intdigest(b"T" + name.encode("utf-8"))
+    digest = xxhash.xxh64_intdigest(_TOTAL.pack(total & _MASK, len(rows), len(truncated)))
+    return digest - (1 << 64) if digest >= 1 << 63 else digest
+
+
 def _encode_part(
     part: PendingPart, ids: Mapping[str, int]
-) -> tuple[list[tuple[int, bytes, bytes | None]], list[int], int]:
-    """A part's rows (table id, key, value or None), deleted table ids, and bytes."""
+) -> tuple[list[tuple[int, bytes, bytes | None]], list[int], int, int]:
+    """A part's rows (table id, key, value or None), deleted table ids, bytes, and digest
+    (:func:`write_digest`, computed here in the same pass)."""
     rows: list[tuple[int, bytes, bytes | None]] = []
     truncates: list[int] = []
     written = 0
+    total = 0
+    dropped = 0
     for name, change in part.changes.items():
         tid = ids[name]
+        encoded = name.encode("utf-8")
         if change.truncated and not part.full:
             truncates.append(tid)
+            total += xxhash.xxh64_intdigest(b"T" + encoded)
+            dropped += 1
         for key, value in change.rows.items():
             if value is DELETED:
                 if not part.full:  # a full write starts from nothing: deletes are moot
                     rows.append((tid, key, None))
                     written += len(key) + ROW_OVERHEAD
+                    total += _row_hash(encoded, key, None)
             else:
                 rows.append((tid, key, value))  # type: ignore[arg-type]
                 written += len(key) + len(value) + ROW_OVERHEAD  # type: ignore[arg-type]
-    return rows, truncates, written
+                total += _row_hash(encoded, key, value)  # type: ignore[arg-type]
+    digest = xxhash.xxh64_intdigest(_TOTAL.pack(total & _MASK, len(rows), dropped))
+    return rows, truncates, written, digest - (1 << 64) if digest >= 1 << 63 else digest
 
 
 class SQLBackend(Backend):
@@ -111,6 +155,8 @@ class SQLBackend(Backend):
         self.fault_hook: Callable[[str], None] | None = None
         self._table_ids: dict[str, int] = {}
         self._names_by_id: dict[int, str] = {}
+        # Per job, ranges of checkpoints (after, upto] found to hold all their writes.
+        self._complete: dict[str, list[tuple[int, int]]] = {}
 
     # -- what a dialect provides ------------------------------------------------------------
 
@@ -175,6 +221,16 @@ class SQLBackend(Backend):
                     raise CheckpointError(
                         f"operator {operator!r} of job {job!r} does not exist; give "
                         "max_key_groups to create it"
+                    )
+                orphan = tx.one(
+                    "SELECT w.op, w.version FROM ckpt_writes w WHERE NOT EXISTS "
+                    "(SELECT 1 FROM ckpt_operators o WHERE o.id = w.op) LIMIT 1"
+                )
+                if orphan is not None:
+                    raise CorruptStateError(
+                        f"cannot create operator {operator!r} of job {job!r} in {self!r}: the "
+                        f"catalog holds writes (checkpoint {orphan[1]}) of operator id "
+                        f"{orphan[0]}, whose operator row is missing"
                     )
                 tx.execute(
                     "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
@@ -274,11 +330,12 @@ class SQLBackend(Backend):
         length: int = 0,
         *,
         committed: bool = False,
+        digest: int | None = None,
     ) -> int:
         row = tx.one(
             "INSERT INTO ckpt_writes (op, key_group, version, is_full, bytes, rows, attempt, "
-            "created, segment, seg_offset, seg_length, committed) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "created, segment, seg_offset, seg_length, committed, digest) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 op_id,
                 key_group,
@@ -292,6 +349,7 @@ class SQLBackend(Backend):
                 offset,
                 length,
                 int(committed),
+                digest,
             ),
         )
         assert row is not None
@@ -320,10 +378,18 @@ class SQLBackend(Backend):
             rows: list[tuple[int, int, bytes, bytes | None]] = []
             truncates: list[tuple[int, int]] = []
             for part in parts:
-                part_rows, part_truncates, written = _encode_part(part, ids)
+                part_rows, part_truncates, written, digest = _encode_part(part, ids)
                 count = len(part_rows) + len(part_truncates)
                 write_id = self._insert_write(
-                    tx, op_id, part.key_group, version, part.full, attempt, written, count
+                    tx,
+                    op_id,
+                    part.key_group,
+                    version,
+                    part.full,
+                    attempt,
+                    written,
+                    count,
+                    digest=digest,
                 )
                 rows.extend((write_id, tid, key, value) for tid, key, value in part_rows)
                 truncates.extend((write_id, tid) for tid in part_truncates)
@@ -459,7 +525,7 @@ class SQLBackend(Backend):
             ids = self._intern_tables(tx, set(changes))
             interned.clear()
             interned.update(ids)
-            rows, _, written = _encode_part(part, ids)
+            rows, _, written, digest = _encode_part(part, ids)
             write_id = self._insert_write(
                 tx,
                 op_id,
@@ -470,6 +536,7 @@ class SQLBackend(Backend):
                 written,
                 len(rows),
                 committed=True,
+                digest=digest,
             )
             self._insert_rows(tx, [(write_id, t, k, v) for t, k, v in rows])
             return WriteInfo(write_id, key_group, version, True, written, len(rows))
@@ -621,9 +688,10 @@ class SQLBackend(Backend):
             write=False,
         )
 
-    def _parts_tx(self, tx: Tx, writes: Sequence[WriteInfo]) -> list[Part]:
-        """The edits of each write, in order: two queries per 500 writes, not per write;
-        table names come from the cache of interned ids."""
+    def _parts_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
+        """The edits of each write, in order, verified (module docstring): three queries per
+        500 writes, not per write; table names come from the cache of interned ids.
+        ``where`` names the job and operator in errors."""
         for info in writes:
             if info.segment is not None:
                 raise StorageError(
@@ -632,9 +700,14 @@ class SQLBackend(Backend):
                 )
         truncated: dict[int, dict[Any, bool]] = {w.write_id: {} for w in writes}
         rows: dict[int, list[tuple[Any, bytes, bytes | None]]] = {w.write_id: [] for w in writes}
+        stored: dict[int, tuple[int, int | None]] = {}
         ids = list(truncated)
         for chunk in _chunks(ids):
             marks = _marks(len(chunk))
+            for wid, count, digest in tx.all(
+                f"SELECT id, rows, digest FROM ckpt_writes WHERE id IN ({marks})", list(chunk)
+            ):
+                stored[int(wid)] = (int(count), None if digest is None else int(digest))
             for write, tbl in tx.all(
                 f"SELECT write, tbl FROM ckpt_truncates WHERE write IN ({marks})", list(chunk)
             ):
@@ -655,22 +728,86 @@ class SQLBackend(Backend):
                 list(chunk),
             ):
                 names[int(tid)] = name
-        return [
-            (
-                {names[t]: True for t in truncated[w.write_id]},
-                [(names[t], k, v) for t, k, v in rows[w.write_id]],
+        parts: list[Part] = []
+        for w in writes:
+            what = (
+                f"{where}key group {w.key_group} checkpoint {w.version} (write {w.write_id}) "
+                f"in {self!r}"
             )
-            for w in writes
-        ]
+            if w.write_id not in stored:
+                raise CorruptStateError(f"{what}: the write is missing from the catalog")
+            count, digest = stored[w.write_id]
+            write_rows, dropped = rows[w.write_id], truncated[w.write_id]
+            unknown = sorted({t for t, _, _ in write_rows} | set(dropped)) if missing else []
+            unknown = [t for t in unknown if t not in names]
+            if unknown:
+                raise CorruptStateError(
+                    f"{what}: table ids {unknown[:5]} have no name in ckpt_tables"
+                )
+            part_rows = [(names[t], k, v) for t, k, v in write_rows]
+            part_dropped = [names[t] for t in dropped]
+            if len(part_rows) + len(part_dropped) != count:
+                raise CorruptStateError(
+                    f"{what}: the write has {count} rows but the catalog holds "
+                    f"{len(part_rows) + len(part_dropped)} (rows missing or added)"
+                )
+            if digest is not None and write_digest(part_rows, part_dropped) != digest:
+                raise CorruptStateError(f"{what}: the write's rows fail their digest")
+            parts.append(({name: True for name in part_dropped}, part_rows))
+        return parts
 
-    def read_parts(self, writes: Sequence[WriteInfo]) -> list[Part]:
-        """The stored edits of each write (from rows in the database), in order."""
-        return self._run("reading state", lambda tx: self._parts_tx(tx, writes), write=False)
+    def _check_complete(
+        self, tx: Tx, job: str, operator: str, chains: Mapping[int, Sequence[WriteInfo]], as_of: int
+    ) -> None:
+        """Raise :class:`CorruptStateError` when a checkpoint a chain spans lost a write: each
+        retained checkpoint after the oldest one (whose writes retention may have replaced
+        by a compaction) still holds as many committed writes as it committed."""
+        if not chains:
+            return
+        start = min(writes[0].version for writes in chains.values())
+        # Committed checkpoints do not change (retention removes writes only at or before
+        # the oldest retained one, which is not checked): a range checked once is skipped.
+        checked = self._complete.setdefault(job, [])
+        if any(lo <= start and as_of <= hi for lo, hi in checked):
+            return
+        counts = tx.all(
+            "SELECT c.checkpoint, c.writes FROM ckpt_checkpoints c JOIN ckpt_jobs j ON "
+            "j.id = c.job WHERE j.name = ? AND c.checkpoint > ? AND c.checkpoint <= ? AND "
+            "c.checkpoint > (SELECT MIN(m.checkpoint) FROM ckpt_checkpoints m WHERE m.job = c.job)",
+            (job, start, as_of),
+        )
+        if not counts:
+            return
+        found = dict(
+            tx.all(
+                "SELECT w.version, COUNT(*) FROM ckpt_writes w JOIN ckpt_operators o ON "
+                "o.id = w.op JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? AND "
+                "w.committed = 1 AND w.attempt <> 'compaction' AND w.version > ? AND "
+                "w.version <= ? GROUP BY w.version",
+                (job, start, as_of),
+            )
+        )
+        for checkpoint, expected in counts:
+            held = int(found.get(checkpoint, 0))
+            if held != int(expected):
+                groups = sorted(chains)
+                raise CorruptStateError(
+                    f"job {job!r} operator {operator!r} key groups {groups[0]}..{groups[-1]} "
+                    f"checkpoint {checkpoint} in {self!r}: the checkpoint committed {expected} "
+                    f"writes but the catalog holds {held} (a write is missing: restore chains "
+                    "would have a gap)"
+                )
+        checked.append((start, as_of))
+        del checked[:-64]
+
+    def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
+        """The stored edits of each write (from rows in the database), in order, verified."""
+        return self._run("reading state", lambda tx: self._parts_tx(tx, writes, where), write=False)
 
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, dict[bytes, bytes]]:
-        return materialize(self.read_parts(writes))
+        return materialize(self.read_parts(writes, f"job {job!r} operator {operator!r} "))
 
     def load_catalog(
         self,
@@ -681,14 +818,15 @@ class SQLBackend(Backend):
         with_rows: bool = True,
     ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
         """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
-        from one snapshot of the database."""
+        from one snapshot of the database, verified (module docstring)."""
 
         def work(tx: Tx) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
             chains = self._chains_tx(tx, job, operator, key_groups, as_of)
+            self._check_complete(tx, job, operator, chains, as_of)
             if not with_rows:
                 return {key_group: (writes, None) for key_group, writes in chains.items()}
             everything = [w for writes in chains.values() for w in writes]
-            parts = iter(self._parts_tx(tx, everything))
+            parts = iter(self._parts_tx(tx, everything, f"job {job!r} operator {operator!r} "))
             return {
                 key_group: (writes, [next(parts) for _ in writes])
                 for key_group, writes in chains.items()
@@ -823,19 +961,75 @@ class SQLBackend(Backend):
         return [path for (path,) in rows]
 
     def forget_segment(self, path: str) -> bool:
-        """Remove a deleted segment from the catalog, unless a write references it again."""
-        return bool(
-            self._run(
-                f"forgetting segment {path}",
-                lambda tx: (
-                    tx.execute(
-                        "DELETE FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
-                        "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
-                        (path,),
-                    ).rowcount
-                ),
+        """Move a collectable segment from the catalog to the GC's trash, unless a write
+        references it again (then the file stays).
+
+        The trash row outlives a GC pass that dies before it deletes the file: the next
+        pass deletes the file and only then empties the row (:meth:`trashed_segments`,
+        :meth:`segment_deleted`). The segment row itself is gone, so a writer that still
+        held its reservation can no longer register it.
+        """
+
+        def work(tx: Tx) -> bool:
+            row = tx.one(
+                "SELECT bytes FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
+                "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
+                (path,),
             )
+            if row is None:
+                return False
+            tx.execute("DELETE FROM ckpt_segments WHERE path = ?", (path,))
+            tx.execute(
+                "INSERT INTO ckpt_gc_trash (path, bytes, since) VALUES (?, ?, ?) "
+                "ON CONFLICT (path) DO NOTHING",
+                (path, int(row[0]), time.time()),
+            )
+            return True
+
+        return bool(self._run(f"forgetting segment {path}", work))
+
+    def trashed_segments(self) -> list[tuple[str, int]]:
+        """Segments forgotten by a GC pass whose file may not be deleted yet: (path, bytes)."""
+        rows = self._run(
+            "listing forgotten segments",
+            lambda tx: tx.all("SELECT path, bytes FROM ckpt_gc_trash ORDER BY path"),
+            write=False,
         )
+        return [(path, int(nbytes)) for path, nbytes in rows]
+
+    def segment_deleted(self, path: str) -> None:
+        """The GC deleted the file of a forgotten segment: drop it from the trash."""
+        self._run(
+            f"emptying segment {path} from the trash",
+            lambda tx: tx.execute("DELETE FROM ckpt_gc_trash WHERE path = ?", (path,)),
+        )
+
+    def relative_segment_paths(self, relative: Callable[[str], str]) -> int:
+        """Rewrite segment paths stored by older versions (absolute) with ``relative``, once
+        per catalog (marked in ``ckpt_meta``); returns how many paths changed."""
+
+        def done(tx: Tx) -> bool:
+            return tx.one("SELECT 1 FROM ckpt_meta WHERE name = 'segment_paths'") is not None
+
+        if self._run("reading segment path style", done, write=False):
+            return 0
+
+        def work(tx: Tx) -> int:
+            if done(tx):
+                return 0
+            changed = 0
+            for segment_id, path in tx.all("SELECT id, path FROM ckpt_segments ORDER BY id"):
+                new = relative(path)
+                if new != path:
+                    tx.execute("UPDATE ckpt_segments SET path = ? WHERE id = ?", (new, segment_id))
+                    changed += 1
+            tx.execute(
+                "INSERT INTO ckpt_meta VALUES ('segment_paths', 'relative') "
+                "ON CONFLICT (name) DO NOTHING"
+            )
+            return changed
+
+        return int(self._run("making segment paths relative to the storage root", work))
 
     def write_summary(self, job: str) -> list[WriteSummary]:
         rows = self._run(

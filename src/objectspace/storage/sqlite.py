@@ -1,8 +1,11 @@
 """SQLite: the embedded store of one object space, one transaction per commit.
 
-Rows are ``(table id, key, value)`` in a ``WITHOUT ROWID`` table clustered by table and key,
-and each table name is stored once in a dictionary table, so a row costs its key, its value
-and a small integer. The store pickles as its path and reconnects lazily.
+Rows are ``(table id, key, value, checksum)`` in a ``WITHOUT ROWID`` table clustered by
+table and key, and each table name is stored once in a dictionary table, so a row costs its
+key, its value, a small integer and a 4-byte checksum. The checksum (CRC-32 of the table's
+name, the key and the value) is verified when the row is read: a changed byte raises
+:class:`~objectspace.CorruptStateError`. Rows written before checksums existed (``NULL``)
+are read unverified. The store pickles as its path and reconnects lazily.
 """
 
 from __future__ import annotations
@@ -10,11 +13,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import zlib
 from itertools import chain, groupby
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
-from objectspace.errors import StorageError
+from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage.base import (
     DELETED,
     CheckpointKind,
@@ -25,12 +30,13 @@ from objectspace.storage.base import (
     WriteStats,
 )
 
-__all__ = ["SQLiteStore", "connect_sqlite"]
+__all__ = ["SQLiteStore", "check_sqlite_file", "connect_sqlite"]
 
 _SCHEMA_VERSION = 1
 
-# Bytes counted per stored row on top of its key and value: the table reference.
-ROW_OVERHEAD = 4
+# Bytes counted per stored row on top of its key and value: the table reference (4) and
+# the checksum (a 4-byte integer and its 1-byte type in the record header).
+ROW_OVERHEAD = 4 + 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -39,9 +45,22 @@ CREATE TABLE IF NOT EXISTS space_rows (
     tbl INTEGER NOT NULL,
     key BLOB NOT NULL,
     value BLOB NOT NULL,
+    crc INTEGER,
     PRIMARY KEY (tbl, key)
 ) WITHOUT ROWID;
 """
+
+_HALF = 1 << 31  # checksums are stored minus 2**31: a signed 32-bit integer, 4 bytes in SQLite
+_crc32 = zlib.crc32
+
+
+def _seed(name: str) -> int:
+    return _crc32(name.encode("utf-8"))
+
+
+def _malformed(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
 
 
 # A new database's page size. A checkpoint that edits rows all over the key space (the
@@ -53,6 +72,69 @@ CREATE TABLE IF NOT EXISTS space_rows (
 PAGE_SIZE = 8192
 _WAL_BYTES = 4 * 1024 * 1024
 _CACHE_KIB = 32 * 1024
+
+
+_HEADER = b"SQLite format 3\x00"
+# The first table of each kind of objectspace SQLite file, and what that kind is called.
+_KINDS = {"space_meta": "an objectspace store (SQLiteStore)", "ckpt_meta": "objectspace storage"}
+
+
+def check_sqlite_file(path: str, marker: str) -> None:
+    """Refuse, without changing it, a file that objectspace must not open as the SQLite file
+    whose first table is ``marker`` (``space_meta``: a :class:`SQLiteStore`; ``ckpt_meta``:
+    versioned storage or a segment catalog).
+
+    A missing path or an empty file is created; a file holding ``marker`` is opened; a
+    SQLite database without tables (a creation that stopped early) is initialised. Anything
+    else (another application's database, a file that is not SQLite) raises
+    :class:`~objectspace.StorageError` naming the file, which stays byte for byte as it was:
+    no table is added and its journal mode is not switched to WAL.
+    """
+    want = _KINDS[marker]
+    try:
+        if os.path.getsize(path) == 0:
+            return
+        with open(path, "rb") as f:
+            head = f.read(len(_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
+    if head != _HEADER:
+        raise StorageError(
+            f"{path!r} is not a SQLite database, so not {want}; objectspace leaves it unchanged "
+            "(give a new path, or an empty file, to create one)"
+        )
+    try:
+        # Without a WAL beside it, read the file as immutable: no lock, and no -wal/-shm
+        # files created. With one (a WAL database in use), read through it: the schema may
+        # not be in the main file yet, and the -shm file is there already.
+        try:
+            wal = os.path.getsize(path + "-wal") > 0
+        except OSError:
+            wal = False
+        mode = "?mode=ro" if wal else "?mode=ro&immutable=1"
+        conn = sqlite3.connect(Path(path).absolute().as_uri() + mode, uri=True)
+        try:
+            tables = {
+                name
+                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {path!r} as {want}: {exc}") from exc
+    if not tables or marker in tables:
+        return
+    other = next((kind for name, kind in _KINDS.items() if name in tables), None)
+    what = (
+        other
+        or f"a SQLite database of another application (tables: {', '.join(sorted(tables)[:5])})"
+    )
+    raise StorageError(
+        f"{path!r} is {what}, not {want}; objectspace leaves it unchanged "
+        "(give a new path, or an empty file, to create one)"
+    )
 
 
 def connect_sqlite(
@@ -127,9 +209,17 @@ class SQLiteStore(Store):
     def connection(self) -> sqlite3.Connection:
         """The store's connection, opened (and the schema created) on first use."""
         if self._conn is None:
+            check_sqlite_file(self.path, "space_meta")
             conn = connect_sqlite(self.path, synchronous=self.synchronous)
             try:
                 conn.executescript(_SCHEMA)
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(space_rows)")}
+                if "crc" not in columns:  # written before checksums: NULL, read unverified
+                    try:
+                        conn.execute("ALTER TABLE space_rows ADD COLUMN crc INTEGER")
+                    except sqlite3.OperationalError as exc:  # another process added it
+                        if "duplicate column" not in str(exc):
+                            raise
                 row = conn.execute(
                     "SELECT value FROM space_meta WHERE name = 'schema_version'"
                 ).fetchone()
@@ -166,19 +256,46 @@ class SQLiteStore(Store):
         return _SQLiteWriter(self, kind)
 
     def reader(self) -> StateReader:
-        """A snapshot of every table, read in one transaction (rows in key order)."""
+        """A snapshot of every table, read in one transaction (rows in key order), each row
+        verified against its checksum (:class:`CorruptStateError` naming table and key)."""
         with self._lock:
             conn = self.connection
-            conn.execute("BEGIN")
             try:
-                names = dict(conn.execute("SELECT id, name FROM space_tables").fetchall())
-                rows = conn.execute("SELECT tbl, key, value FROM space_rows").fetchall()
-            finally:
-                conn.execute("COMMIT")
+                conn.execute("BEGIN")
+                try:
+                    names = dict(conn.execute("SELECT id, name FROM space_tables").fetchall())
+                    rows = conn.execute("SELECT tbl, key, value, crc FROM space_rows").fetchall()
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                error = CorruptStateError if _malformed(exc) else StorageError
+                raise error(f"cannot read SQLite store {self.path!r}: {exc}") from exc
         tables: dict[str, dict[bytes, bytes]] = {}
+        crc32 = _crc32
         # Rows come in primary-key order, so each table's rows are one run.
         for tid, run in groupby(rows, key=itemgetter(0)):
-            tables[names[tid]] = {key: value for _, key, value in run}
+            name = names.get(tid)
+            if name is None:
+                raise CorruptStateError(
+                    f"SQLite store {self.path!r} holds rows of table id {tid}, which has no "
+                    "name in space_tables"
+                )
+            seed = _seed(name)
+            found = list(run)
+            bad = next(
+                (
+                    key
+                    for _, key, value, crc in found
+                    if crc is not None and crc32(value, crc32(key, seed) ^ len(key)) - _HALF != crc
+                ),
+                None,
+            )
+            if bad is not None:
+                raise CorruptStateError(
+                    f"SQLite store {self.path!r}: the row of table {name!r}, key {bad!r} fails "
+                    "its checksum"
+                )
+            tables[name] = {key: value for _, key, value, _ in found}
         return DictReader(tables)
 
 
@@ -221,15 +338,24 @@ class _SQLiteWriter(StateWriter):
                 stats.tables_deleted = len(truncates)
                 if full:
                     truncates = []
-                # One flat pass in C-level comprehensions: this runs for every dirty slot.
-                puts: list[tuple[int, bytes, Any]] = [
-                    (tid, key, value)
+                # One flat pass in C-level comprehensions: this runs for every dirty slot. It
+                # computes each put's checksum too (a delete's is never stored).
+                crc32: Any = _crc32  # called with bytes only: a delete's value is skipped
+                puts: list[tuple[int, bytes, Any, int]] = [
+                    (
+                        tid,
+                        key,
+                        value,
+                        crc32(value, crc32(key, seed) ^ len(key)) - _HALF
+                        if value is not DELETED
+                        else 0,
+                    )
                     for name, change in changes
-                    for tid in (tid_of[name],)
+                    for tid, seed in ((tid_of[name], _seed(name)),)
                     for key, value in change.rows.items()
                 ]
                 if DELETED in map(_VALUE, puts):
-                    deletes = [(tid, key) for tid, key, value in puts if value is DELETED]
+                    deletes = [(tid, key) for tid, key, value, _ in puts if value is DELETED]
                     stats.items_deleted = len(deletes)
                     puts = [row for row in puts if row[2] is not DELETED]
                     if full:
@@ -264,15 +390,16 @@ _VALUE = itemgetter(2)
 # Rows per INSERT statement: a multi-row VALUES list binds the same parameters as one
 # statement per row but steps the statement once per chunk (measured ~15% faster here).
 _CHUNK = 100
-_INSERT_CHUNK = "INSERT OR REPLACE INTO space_rows VALUES " + ", ".join(["(?, ?, ?)"] * _CHUNK)
+_INSERT = "INSERT OR REPLACE INTO space_rows (tbl, key, value, crc) VALUES "
+_INSERT_CHUNK = _INSERT + ", ".join(["(?, ?, ?, ?)"] * _CHUNK)
 
 
-def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[int, bytes, Any]]) -> None:
-    """Insert or replace ``(table id, key, value)`` rows, in chunks of ``_CHUNK``."""
+def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[int, bytes, Any, int]]) -> None:
+    """Insert or replace ``(table id, key, value, checksum)`` rows, in chunks of ``_CHUNK``."""
     whole = len(rows) - len(rows) % _CHUNK
     if whole:
         flat = list(chain.from_iterable(rows[:whole]))
-        step = 3 * _CHUNK
+        step = 4 * _CHUNK
         conn.executemany(_INSERT_CHUNK, [flat[i : i + step] for i in range(0, len(flat), step)])
     if whole < len(rows):
-        conn.executemany("INSERT OR REPLACE INTO space_rows VALUES (?, ?, ?)", rows[whole:])
+        conn.executemany(_INSERT + "(?, ?, ?, ?)", rows[whole:])

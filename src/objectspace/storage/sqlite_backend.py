@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from objectspace.errors import StorageError
 from objectspace.storage.sql import SQLBackend, Tx
-from objectspace.storage.sqlite import connect_sqlite
+from objectspace.storage.sqlite import check_sqlite_file, connect_sqlite
 
 __all__ = ["SQLiteBackend"]
 
@@ -86,6 +86,11 @@ CREATE TABLE IF NOT EXISTS ckpt_truncates (
     tbl INTEGER NOT NULL,
     PRIMARY KEY (write, tbl)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ckpt_gc_trash (
+    path TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL,
+    since REAL NOT NULL
+);
 """
 
 _MEMORY: dict[str, tuple[sqlite3.Connection, threading.RLock]] = {}
@@ -149,6 +154,9 @@ class SQLiteBackend(SQLBackend):
             conn.executescript(_SCHEMA)
             conn.execute("BEGIN IMMEDIATE")
             try:
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(ckpt_writes)")}
+                if "digest" not in columns:  # a store written before digests: NULL, unverified
+                    conn.execute("ALTER TABLE ckpt_writes ADD COLUMN digest INTEGER")
                 self._check_schema(_SQLiteTx(conn))
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -161,6 +169,7 @@ class SQLiteBackend(SQLBackend):
     def connection(self) -> sqlite3.Connection:
         if self._conn is None:
             assert self.path is not None
+            check_sqlite_file(self.path, "ckpt_meta")
             conn = connect_sqlite(self.path)
             try:
                 self._init_schema(conn)
