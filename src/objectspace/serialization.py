@@ -58,8 +58,8 @@ class Serializer:
     @property
     def raw_dumps(self) -> Callable[[Any], bytes]:
         """:meth:`dumps` without the error translation, for bulk encoding in the calling
-        thread: it may raise ``TypeError``, ``ValueError`` or ``OverflowError`` for a value
-        it cannot encode; the caller then calls :meth:`dumps` on it for the explained
+        thread: it may raise any exception for a value it cannot encode (``TypeError``,
+        ``ValueError``, ``OverflowError``, or what the value's own methods raise); the caller then calls :meth:`dumps` on it for the explained
         :class:`~objectspace.errors.SerializationError` (a save does, naming the object)."""
         return self.dumps
 
@@ -156,7 +156,7 @@ class MsgpackSerializer(Serializer):
         try:
             data: bytes = packer.pack(value)
             return data
-        except (TypeError, OverflowError, ValueError) as exc:
+        except Exception as exc:  # also what a value's own methods raise, and RecursionError
             packer.reset()
             raise SerializationError(f"msgpack cannot encode {_describe(value)}: {exc}") from exc
 
@@ -231,13 +231,13 @@ class JsonSerializer(Serializer):
             return json.dumps(
                 to_tagged_json(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False
             ).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as exc:
+        except Exception as exc:  # also what a value's own methods raise, and RecursionError
             raise SerializationError(f"JSON cannot encode {_describe(value)}: {exc}") from exc
 
     def loads(self, data: bytes) -> Any:
         try:
             return json.loads(data, object_hook=_from_json)
-        except (ValueError, TypeError) as exc:
+        except Exception as exc:  # ValueError, TypeError, RecursionError on deep nesting
             raise SerializationError(f"JSON cannot decode {len(data)} bytes: {exc}") from exc
 
 
@@ -331,7 +331,16 @@ class PickleSerializer(Serializer):
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
+    """``value``'s type and the start of its repr, for an error message.
+
+    Never raises: a repr that raises (or recurses too deep) is named instead of shown.
+    """
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__, or RecursionError on deep nesting
+        return f"a {type(value).__name__} (whose repr raised {type(exc).__name__})"
+    if not isinstance(text, str):
+        return f"a {type(value).__name__}"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"a {type(value).__name__} ({text})"

@@ -13,6 +13,7 @@ base here; every other method stays on the persisted class.
 
 from __future__ import annotations
 
+import copyreg
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, overload
@@ -52,6 +53,14 @@ class ObjectBase:
     _t_data: str
     _t_items: str
     _t_meta: str
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """``(copyreg.__newobj__, (type(self),), self.__getstate__())``, for every protocol.
+
+        The format ``_core.ObjectBase`` pickles to: protocols 0 and 1 would otherwise refuse
+        a class with ``__slots__``, and pickles load across the two implementations.
+        """
+        return (copyreg.__newobj__, (type(self),), self.__getstate__())
 
     if TYPE_CHECKING:
 
