@@ -120,7 +120,13 @@ class MsgpackSerializer(Serializer):
         return {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # What pickles made before __reduce__ existed call.
         self.__init__()  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A new serializer (its packers are per thread): with every pickle protocol, where
+        # protocols 0 and 1 would skip __setstate__ for the empty state.
+        return (type(self), ())
 
     def _default(self, obj: Any) -> Any:
         # strict_types sends tuples and subclasses of builtins here instead of packing

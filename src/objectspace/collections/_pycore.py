@@ -14,6 +14,7 @@ base here; every other method stays on the persisted class.
 from __future__ import annotations
 
 import copyreg
+import operator
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, overload
@@ -118,9 +119,12 @@ class ArrayBase(ObjectBase):
         if not self._registered:
             self._touch()
         if type(index) is not int:
-            if not isinstance(index, int):
+            if isinstance(index, int):
+                index = int(index)
+            elif hasattr(type(index), "__index__"):
+                index = operator.index(index)  # as a list takes it
+            else:
                 raise TypeError(f"array {self._id!r} indices are ints, not {type(index).__name__}")
-            index = int(index)
         data = self._data
         try:
             data[index] = value

@@ -94,8 +94,11 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         self._dirty = set(self._data)
 
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
-        """Remove ``key`` and return its value, or ``default`` (``KeyError`` without one)."""
-        if key in self._data:
+        """Remove ``key`` and return its value, or ``default`` (``KeyError`` without one).
+
+        Like ``dict.pop``, an empty dict does not look at ``key`` (not even hash it).
+        """
+        if self._data and key in self._data:
             value = self._data[key]
             del self[key]
             return value
@@ -165,6 +168,10 @@ class PersistedDict(_DictBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: dict[Any, Any] | None = None):
         super().__init__(space, object_id)
         self._data: dict[Any, Any] = data if data is not None else {}
+
+    def __reversed__(self) -> Iterator[Any]:
+        """The keys, the last inserted first (``Mapping`` itself is not reversible)."""
+        return reversed(self._data)
 
     def popitem(self) -> tuple[Any, Any]:
         """Remove and return the pair inserted last, like ``dict.popitem``. O(1).
