@@ -115,27 +115,19 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         Like ``list.extend``, the values an iterable yielded before it raised stay appended;
         they are tracked like any other appended value.
         """
+        data = self._data
+        if values is self:
+            values = list(data)  # extending with itself: iterate over a copy, like list
         if not self._registered:
             self._touch()
-        if type(values) is list or type(values) is tuple:
-            self._append_all(values)
-            return
-        # Collect first (also a copy when extending with itself), then append what came, even
-        # when the iterable raised part-way.
-        collected: list[Any] = []
-        try:
-            collected.extend(values)
-        finally:
-            if collected:
-                self._append_all(collected)
-
-    def _append_all(self, values: list[Any] | tuple[Any, ...]) -> None:
-        data = self._data
         start = len(data)
-        data.extend(values)
-        if len(data) != start:
-            self._meta = True
-            self._dirty.update(range(start, len(data)))
+        try:
+            data.extend(values)
+        finally:
+            end = len(data)
+            if end != start:
+                self._meta = True
+                self._dirty.update(range(start, end))
 
     def pop(self, index: int = -1) -> Any:
         """Remove and return the value at ``index`` (the last by default). O(1) at the end."""
