@@ -38,7 +38,9 @@ def _register(obj: Any, space: osp.ObjectSpace) -> None:
 
 def _content(obj: Any) -> Any:
     if isinstance(obj, PersistedDict | PersistedSortedDict):
-        return sorted(obj.items(), key=repr) if isinstance(obj, PersistedDict) else list(obj.items())
+        return (
+            sorted(obj.items(), key=repr) if isinstance(obj, PersistedDict) else list(obj.items())
+        )
     if isinstance(obj, PersistedSet):
         return sorted(obj, key=repr)
     return list(obj)

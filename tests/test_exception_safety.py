@@ -330,7 +330,14 @@ def test_linked_list(data: st.DataObject) -> None:
         valid = use == "own" and bool(nodes)
         i = position % len(nodes) if valid else 0
 
-        def op(target: Any, name: str = name, value: Any = value) -> Any:
+        def op(
+            target: Any,
+            name: str = name,
+            value: Any = value,
+            node: Any = node,
+            valid: bool = valid,
+            i: int = i,
+        ) -> Any:
             if isinstance(target, list):
                 if name in ("after", "before", "remove", "set") and not valid:
                     raise ValueError("not a node of this list")

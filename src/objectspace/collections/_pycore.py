@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from objectspace.collections.base import Page
     from objectspace.space import ObjectSpace
 
+# copyreg's reconstructor for protocol-2 style pickles (not in its type stubs).
+_NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]
+
 __all__ = ["ArrayBase", "ListBase", "ObjectBase", "QueueBase", "StackBase", "ValueBase"]
 
 
@@ -61,7 +64,7 @@ class ObjectBase:
         The format ``_core.ObjectBase`` pickles to: protocols 0 and 1 would otherwise refuse
         a class with ``__slots__``, and pickles load across the two implementations.
         """
-        return (copyreg.__newobj__, (type(self),), self.__getstate__())
+        return (_NEWOBJ, (type(self),), self.__getstate__())
 
     if TYPE_CHECKING:
 

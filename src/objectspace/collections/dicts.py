@@ -32,21 +32,21 @@ def _no_deletion(view: object, index: object) -> None:
 
 # SortedDict's views are sequences that also delete by position (``del d.keys()[0]``),
 # behind the persisted dict's back: ours are the same views without that.
-class _SortedKeys(SortedKeysView):
+class _SortedKeys(SortedKeysView):  # type: ignore[misc]
     """A read-only, indexable view of a sorted dict's keys."""
 
     __slots__ = ()
     __delitem__ = _no_deletion
 
 
-class _SortedValues(SortedValuesView):
+class _SortedValues(SortedValuesView):  # type: ignore[misc]
     """A read-only, indexable view of a sorted dict's values."""
 
     __slots__ = ()
     __delitem__ = _no_deletion
 
 
-class _SortedItems(SortedItemsView):
+class _SortedItems(SortedItemsView):  # type: ignore[misc]
     """A read-only, indexable view of a sorted dict's (key, value) pairs."""
 
     __slots__ = ()
@@ -171,7 +171,8 @@ class PersistedDict(_DictBase):
 
     def __reversed__(self) -> Iterator[Any]:
         """The keys, the last inserted first (``Mapping`` itself is not reversible)."""
-        return reversed(self._data)
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
 
     def popitem(self) -> tuple[Any, Any]:
         """Remove and return the pair inserted last, like ``dict.popitem``. O(1).
