@@ -11,10 +11,14 @@ the suites then also look for edits that are live but not saved.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import unittest
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import pytest
 from test import list_tests, mapping_tests, test_set
 
 import objectspace as osp
@@ -24,6 +28,7 @@ from objectspace.collections import (
     PersistedSet,
     PersistedSortedDict,
     PersistedSortedSet,
+    _impl,
 )
 from objectspace.errors import SerializationError
 
@@ -76,7 +81,7 @@ class _Checked(unittest.TestCase):
 
 def _skipping(cls: type, skips: dict[str, str]) -> type:
     """``cls`` with each test named in ``skips`` replaced by a skip giving its reason."""
-    for name, reason in ({} if __import__("os").environ.get("NOSKIP") else skips).items():
+    for name, reason in skips.items():
         assert hasattr(cls, name), name
 
         def skipped(self: unittest.TestCase, reason: str = reason) -> None:
@@ -290,3 +295,13 @@ for _kind, _make in (("Set", SetUnderTest), ("SortedSet", SortedSetUnderTest)):
         _skipping(_cls, {k: v for k, v in _skips.items() if hasattr(_cls, k)})
         _SUITES[_suite_name] = _cls
 globals().update(_SUITES)
+
+
+def test_pure_python() -> None:
+    """The suites above on the pure-Python classes (``OBJECTSPACE_PURE_PYTHON=1``)."""
+    if os.environ.get(_impl.PURE_PYTHON_ENV, "") not in ("", "0"):
+        pytest.skip("this run already uses the pure-Python classes")
+    env = dict(os.environ, **{_impl.PURE_PYTHON_ENV: "1"})
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
