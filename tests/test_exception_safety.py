@@ -705,6 +705,64 @@ def test_list_extend_with_an_iterator_that_raises_keeps_and_saves_what_it_yielde
     assert list(_reload(space, store)) == [1, 2, 4]
 
 
+def test_list_extend_with_an_iterator_that_edits_the_list_saves_every_slot() -> None:
+    """The iterable clears the list (or checkpoints its space) while extend consumes it."""
+    space, store, lst = _fresh("list")
+    lst.extend([1, 2, 3])
+    space.checkpoint(store)
+
+    def clearing() -> Iterator[Any]:
+        yield "a"
+        lst.clear()
+        yield "b"
+        yield "c"
+        yield "d"
+
+    lst.extend(clearing())
+    assert list(lst) == ["b", "c", "d"]
+    assert list(_reload(space, store)) == ["b", "c", "d"]
+
+    def checkpointing() -> Iterator[Any]:
+        yield "e"
+        space.checkpoint(store)
+        yield "f"
+        raise Boom
+
+    with pytest.raises(Boom):
+        lst.extend(checkpointing())
+    assert list(_reload(space, store)) == ["b", "c", "d", "e", "f"]
+
+
+def test_list_callbacks_that_checkpoint_or_clear_leave_nothing_unsaved() -> None:
+    """A sort key, or an iterable assigned to a slice, that checkpoints the space (or clears
+    the list) while the list consumes it."""
+    space, store, lst = _fresh("list")
+    lst.extend([3, 1, 2])
+    space.checkpoint(store)
+
+    def key(value: Any) -> Any:
+        space.checkpoint(store)
+        return value
+
+    lst.sort(key=key)
+    assert list(_reload(space, store)) == [1, 2, 3]
+
+    def clearing_key(value: Any) -> Any:
+        lst.clear()
+        return value
+
+    lst.sort(key=clearing_key)  # the list looks empty during a sort: clear() changes nothing
+    assert list(_reload(space, store)) == list(lst) == [1, 2, 3]
+
+    def checkpointing() -> Iterator[Any]:
+        yield "x"
+        space.checkpoint(store)
+        yield "y"
+
+    lst[0:1] = checkpointing()
+    assert list(_reload(space, store)) == ["x", "y", 2, 3]
+
+
 def test_list_sort_whose_key_raises_saves_the_partial_order() -> None:
     space, store, lst = _fresh("list")
     lst.extend([5, 3, 1, 4, 2, "x", 0])

@@ -75,6 +75,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         old_len = len(self._data)
         self._edit()
         self._data[index] = value
+        self._edit()  # again: consuming ``value`` may have checkpointed the space
         if len(self._data) == old_len:
             self._dirty.update(range(*index.indices(old_len)))
         else:  # only a step-1 slice can change the length: later slots shift
@@ -120,13 +121,20 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         if not self._registered:
             self._touch()
         start = len(data)
+        dirty = self._dirty
         try:
             data.extend(values)
         finally:
-            end = len(data)
-            if end != start:
+            if self._dirty is not dirty:
+                # The iterable cleared or checkpointed this list while it was consumed: the
+                # slots below ``start`` may hold new values too.
+                if not self._registered:
+                    self._touch()
                 self._meta = True
-                self._dirty.update(range(start, end))
+                self._from = 0
+            elif len(data) != start:
+                self._meta = True
+                dirty.update(range(start, len(data)))
 
     def pop(self, index: int = -1) -> Any:
         """Remove and return the value at ``index`` (the last by default). O(1) at the end."""
@@ -163,7 +171,13 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         """
         self._edit()
         self._from = 0
-        self._data.sort(key=key, reverse=reverse)
+        try:
+            self._data.sort(key=key, reverse=reverse)
+        finally:
+            if self._from != 0 or not self._registered:
+                # The key or a comparison cleared or checkpointed this list during the sort.
+                self._edit()
+                self._from = 0
 
     def reverse(self) -> None:
         """Reverse in place. O(n); rewrites every slot."""
