@@ -921,8 +921,19 @@ def _deep(depth: int) -> list[Any]:
     return value
 
 
+def _deep_tuple(depth: int) -> tuple[Any, ...]:
+    value: tuple[Any, ...] = ()
+    for _ in range(depth):
+        value = (value,)
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [BadRepr(), _deep(100_000), _deep_tuple(5_000)],
+    ids=["bad-repr", "deep-list", "deep-tuple"],
+)
 @pytest.mark.parametrize("serializer", [osp.MsgpackSerializer(), osp.JsonSerializer()])
-@pytest.mark.parametrize("value", [BadRepr(), _deep(100_000)], ids=["bad-repr", "deep"])
 def test_unencodable_values_raise_serialization_error(serializer: Any, value: Any) -> None:
     with pytest.raises(SerializationError, match="cannot save Value 'v'"):
         space = osp.ObjectSpace(serializer)
