@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import objectspace as osp
 from objectspace.collections import _impl
 from objectspace.errors import CorruptStateError, SerializationError
+from objectspace.serialization import to_tagged_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = os.environ.get(_impl.PURE_PYTHON_ENV, "") not in ("", "0")
@@ -945,6 +946,12 @@ def test_unencodable_values_raise_serialization_error(serializer: Any, value: An
         serializer.dumps([1, value])
     # the encoder still works afterwards
     assert serializer.loads(serializer.dumps([1, 2])) == [1, 2]
+
+
+def test_lenient_json_names_a_value_whose_repr_raises() -> None:
+    """What ``objectspace show``/``export`` display for a value (pickle stores hold any)."""
+    shown = to_tagged_json([1, BadRepr()], lenient=True)
+    assert shown == [1, {"$repr": "<BadRepr object, whose repr raised ValueError>"}]
 
 
 def test_json_decoding_too_deep_raises_serialization_error() -> None:

@@ -283,7 +283,11 @@ def to_tagged_json(value: Any, *, lenient: bool = False) -> Any:
             tag = "$frozenset" if isinstance(v, frozenset) else "$set"
             return {tag: sorted((enc(x) for x in v), key=_canonical_text)}
         if lenient:
-            return {"$repr": repr(v)}
+            try:
+                text = repr(v)
+            except Exception as exc:  # a broken __repr__: name the type instead
+                text = f"<{type(v).__name__} object, whose repr raised {type(exc).__name__}>"
+            return {"$repr": text}
         raise TypeError(f"cannot serialize an object of type {type(v).__name__}")
 
     return enc(value)
