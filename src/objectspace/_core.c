@@ -789,6 +789,13 @@ array_ass_subscript(DataObject *self, PyObject *index, PyObject *value)
             return -1;
         }
     }
+    else if (!PySlice_Check(index) && Py_TYPE(index)->tp_as_number != NULL &&
+             Py_TYPE(index)->tp_as_number->nb_index != NULL) {
+        idx = PyNumber_Index(index); /* `operator.index(index)`, as a list takes it */
+        if (idx == NULL) {
+            return -1;
+        }
+    }
     else {
         PyObject *id, *name;
         FIELD_OR_FAIL(id, &self->base, id, "_id", return -1);

@@ -58,8 +58,8 @@ class Serializer:
     @property
     def raw_dumps(self) -> Callable[[Any], bytes]:
         """:meth:`dumps` without the error translation, for bulk encoding in the calling
-        thread: it may raise ``TypeError``, ``ValueError`` or ``OverflowError`` for a value
-        it cannot encode; the caller then calls :meth:`dumps` on it for the explained
+        thread: it may raise any exception for a value it cannot encode (``TypeError``,
+        ``ValueError``, ``OverflowError``, or what the value's own methods raise); the caller then calls :meth:`dumps` on it for the explained
         :class:`~objectspace.errors.SerializationError` (a save does, naming the object)."""
         return self.dumps
 
@@ -120,7 +120,13 @@ class MsgpackSerializer(Serializer):
         return {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # What pickles made before __reduce__ existed call.
         self.__init__()  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A new serializer (its packers are per thread): with every pickle protocol, where
+        # protocols 0 and 1 would skip __setstate__ for the empty state.
+        return (type(self), ())
 
     def _default(self, obj: Any) -> Any:
         # strict_types sends tuples and subclasses of builtins here instead of packing
@@ -156,7 +162,7 @@ class MsgpackSerializer(Serializer):
         try:
             data: bytes = packer.pack(value)
             return data
-        except (TypeError, OverflowError, ValueError) as exc:
+        except Exception as exc:  # also what a value's own methods raise, and RecursionError
             packer.reset()
             raise SerializationError(f"msgpack cannot encode {_describe(value)}: {exc}") from exc
 
@@ -231,13 +237,13 @@ class JsonSerializer(Serializer):
             return json.dumps(
                 to_tagged_json(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False
             ).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as exc:
+        except Exception as exc:  # also what a value's own methods raise, and RecursionError
             raise SerializationError(f"JSON cannot encode {_describe(value)}: {exc}") from exc
 
     def loads(self, data: bytes) -> Any:
         try:
             return json.loads(data, object_hook=_from_json)
-        except (ValueError, TypeError) as exc:
+        except Exception as exc:  # ValueError, TypeError, RecursionError on deep nesting
             raise SerializationError(f"JSON cannot decode {len(data)} bytes: {exc}") from exc
 
 
@@ -277,7 +283,11 @@ def to_tagged_json(value: Any, *, lenient: bool = False) -> Any:
             tag = "$frozenset" if isinstance(v, frozenset) else "$set"
             return {tag: sorted((enc(x) for x in v), key=_canonical_text)}
         if lenient:
-            return {"$repr": repr(v)}
+            try:
+                text = repr(v)
+            except Exception as exc:  # a broken __repr__: name the type instead
+                text = f"<{type(v).__name__} object, whose repr raised {type(exc).__name__}>"
+            return {"$repr": text}
         raise TypeError(f"cannot serialize an object of type {type(v).__name__}")
 
     return enc(value)
@@ -331,7 +341,16 @@ class PickleSerializer(Serializer):
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
+    """``value``'s type and the start of its repr, for an error message.
+
+    Never raises: a repr that raises (or recurses too deep) is named instead of shown.
+    """
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__, or RecursionError on deep nesting
+        return f"a {type(value).__name__} (whose repr raised {type(exc).__name__})"
+    if not isinstance(text, str):
+        return f"a {type(value).__name__}"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"a {type(value).__name__} ({text})"

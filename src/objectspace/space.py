@@ -243,7 +243,7 @@ class ObjectSpace:
                 obj._emit(out, page, whole)
             except SerializationError as exc:
                 raise SerializationError(f"cannot save {obj.KIND} {object_id!r}: {exc}") from exc
-            except (TypeError, ValueError, OverflowError) as exc:
+            except Exception as exc:  # the raw encoder's error: explained, or raised as it is
                 self._explain(obj, page, whole, exc)
             if whole:
                 kind = kind_values.get(obj.KIND)

@@ -13,6 +13,8 @@ base here; every other method stays on the persisted class.
 
 from __future__ import annotations
 
+import copyreg
+import operator
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, overload
@@ -20,6 +22,9 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     from objectspace.collections.base import Page
     from objectspace.space import ObjectSpace
+
+# copyreg's reconstructor for protocol-2 style pickles (not in its type stubs).
+_NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]
 
 __all__ = ["ArrayBase", "ListBase", "ObjectBase", "QueueBase", "StackBase", "ValueBase"]
 
@@ -52,6 +57,14 @@ class ObjectBase:
     _t_data: str
     _t_items: str
     _t_meta: str
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """``(copyreg.__newobj__, (type(self),), self.__getstate__())``, for every protocol.
+
+        The format ``_core.ObjectBase`` pickles to: protocols 0 and 1 would otherwise refuse
+        a class with ``__slots__``, and pickles load across the two implementations.
+        """
+        return (_NEWOBJ, (type(self),), self.__getstate__())
 
     if TYPE_CHECKING:
 
@@ -109,9 +122,12 @@ class ArrayBase(ObjectBase):
         if not self._registered:
             self._touch()
         if type(index) is not int:
-            if not isinstance(index, int):
+            if isinstance(index, int):
+                index = int(index)
+            elif hasattr(type(index), "__index__"):
+                index = operator.index(index)  # as a list takes it
+            else:
                 raise TypeError(f"array {self._id!r} indices are ints, not {type(index).__name__}")
-            index = int(index)
         data = self._data
         try:
             data[index] = value

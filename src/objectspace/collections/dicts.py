@@ -13,6 +13,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedDict
+from sortedcontainers.sorteddict import SortedItemsView, SortedKeysView, SortedValuesView
 
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.storage.base import StateReader
@@ -23,6 +24,33 @@ if TYPE_CHECKING:
 __all__ = ["PersistedDict", "PersistedSortedDict"]
 
 _MISSING: Any = object()
+
+
+def _no_deletion(view: object, index: object) -> None:
+    raise TypeError("a sorted dict's views are read-only: delete from the dict itself")
+
+
+# SortedDict's views are sequences that also delete by position (``del d.keys()[0]``),
+# behind the persisted dict's back: ours are the same views without that.
+class _SortedKeys(SortedKeysView):  # type: ignore[misc]
+    """A read-only, indexable view of a sorted dict's keys."""
+
+    __slots__ = ()
+    __delitem__ = _no_deletion
+
+
+class _SortedValues(SortedValuesView):  # type: ignore[misc]
+    """A read-only, indexable view of a sorted dict's values."""
+
+    __slots__ = ()
+    __delitem__ = _no_deletion
+
+
+class _SortedItems(SortedItemsView):  # type: ignore[misc]
+    """A read-only, indexable view of a sorted dict's (key, value) pairs."""
+
+    __slots__ = ()
+    __delitem__ = _no_deletion
 
 
 class _DictBase(PersistedObject, MutableMapping[Any, Any]):
@@ -39,18 +67,38 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         if not self._registered:
             self._touch()
         self._data[key] = value
-        self._dirty.add(key)
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
 
     def __delitem__(self, key: Any) -> None:
         """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row."""
         if not self._registered:
             self._touch()
         del self._data[key]
-        self._dirty.add(key)
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
+
+    def _rewrite_all(self) -> None:
+        """Track the whole dict for rewriting: one table delete, then every key. O(n).
+
+        Only for an edit that changed the dict but could not be tracked by its key (its
+        ``__eq__`` raised against a key deleted earlier that is still tracked).
+        """
+        self._cleared = True
+        self._dirty = set(self._data)
 
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
-        """Remove ``key`` and return its value, or ``default`` (``KeyError`` without one)."""
-        if key in self._data:
+        """Remove ``key`` and return its value, or ``default`` (``KeyError`` without one).
+
+        Like ``dict.pop``, an empty dict does not look at ``key`` (not even hash it).
+        """
+        if self._data and key in self._data:
             value = self._data[key]
             del self[key]
             return value
@@ -121,6 +169,22 @@ class PersistedDict(_DictBase):
         super().__init__(space, object_id)
         self._data: dict[Any, Any] = data if data is not None else {}
 
+    def __reversed__(self) -> Iterator[Any]:
+        """The keys, the last inserted first (``Mapping`` itself is not reversible)."""
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
+
+    def popitem(self) -> tuple[Any, Any]:
+        """Remove and return the pair inserted last, like ``dict.popitem``. O(1).
+
+        ``KeyError`` when empty.
+        """
+        data = self._data
+        if not data:
+            raise KeyError(f"popitem(): dict {self._id!r} is empty")
+        key = next(reversed(data))
+        return key, self.pop(key)
+
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
@@ -141,6 +205,38 @@ class PersistedSortedDict(_DictBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):
         super().__init__(space, object_id)
         self._data: SortedDict = SortedDict() if data is None else SortedDict(data)
+
+    def __delitem__(self, key: Any) -> None:
+        """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row. O(log n)."""
+        data = self._data
+        value = data[key]
+        if not self._registered:
+            self._touch()
+        try:
+            del data[key]
+        except BaseException:
+            # SortedDict deletes from its dict before its sorted key list, whose comparisons
+            # may raise: put the key back.
+            if not dict.__contains__(data, key):
+                dict.__setitem__(data, key, value)
+            raise
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
+
+    def keys(self) -> KeysView[Any]:
+        """A read-only view of the keys, in order; indexable (``d.keys()[0]``)."""
+        return _SortedKeys(self._data)
+
+    def values(self) -> ValuesView[Any]:
+        """A read-only view of the values, in key order; indexable."""
+        return _SortedValues(self._data)
+
+    def items(self) -> ItemsView[Any, Any]:
+        """A read-only view of the (key, value) pairs, in key order; indexable."""
+        return _SortedItems(self._data)
 
     def irange(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,16 @@ if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 
 __all__ = ["PersistedList"]
+
+
+def _as_index(index: Any) -> int:
+    """``index`` as an int (through ``__index__``), or the ``TypeError`` a list raises."""
+    try:
+        return operator.index(index)
+    except TypeError as exc:
+        raise TypeError(
+            f"list indices must be integers or slices, not {type(index).__name__}"
+        ) from exc
 
 
 class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
@@ -47,23 +58,33 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
 
     def __setitem__(self, index: int | slice, value: Any) -> None:
         """Assign a slot, O(1); or a slice, O(n - start) when its length changes."""
-        if isinstance(index, slice):
-            old_len = len(self._data)
-            self._edit()
-            self._data[index] = value
-            if len(self._data) == old_len:
-                self._dirty.update(range(*index.indices(old_len)))
-            else:  # only a step-1 slice can change the length: later slots shift
-                self._from = min(self._from, index.indices(old_len)[0])
-            return
+        if type(index) is not int:
+            if isinstance(index, slice):
+                self._set_slice(index, value)
+                return
+            index = _as_index(index)
         if not self._registered:
             self._touch()
         n = len(self._data)
         self._data[index] = value
         self._dirty.add(index + n if index < 0 else index)
 
+    def _set_slice(self, index: slice, value: Any) -> None:
+        # list materialises ``value`` before it changes anything: an iterable that raises
+        # leaves the list as it was.
+        old_len = len(self._data)
+        self._edit()
+        self._data[index] = value
+        self._edit()  # again: consuming ``value`` may have checkpointed the space
+        if len(self._data) == old_len:
+            self._dirty.update(range(*index.indices(old_len)))
+        else:  # only a step-1 slice can change the length: later slots shift
+            self._from = min(self._from, index.indices(old_len)[0])
+
     def __delitem__(self, index: int | slice) -> None:
         """Delete a slot or slice. O(n - i): the slots after it shift."""
+        if type(index) is not int and not isinstance(index, slice):
+            index = _as_index(index)
         old_len = len(self._data)
         self._edit()
         del self._data[index]
@@ -76,6 +97,8 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
 
     def insert(self, index: int, value: Any) -> None:
         """Insert before ``index`` (clamped like ``list.insert``). O(n - index)."""
+        if type(index) is not int:
+            index = _as_index(index)
         n = len(self._data)
         self._edit()
         self._data.insert(index, value)
@@ -87,20 +110,36 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
             self._from = min(self._from, index)
 
     def extend(self, values: Iterable[Any]) -> None:
-        """Append every value. O(k)."""
+        """Append every value. O(k).
+
+        Like ``list.extend``, the values an iterable yielded before it raised stay appended;
+        they are tracked like any other appended value.
+        """
         data = self._data
-        if values is self or values is data:
+        if values is self:
             values = list(data)  # extending with itself: iterate over a copy, like list
         if not self._registered:
             self._touch()
         start = len(data)
-        data.extend(values)
-        if len(data) != start:
-            self._meta = True
-            self._dirty.update(range(start, len(data)))
+        dirty = self._dirty
+        try:
+            data.extend(values)
+        finally:
+            if self._dirty is not dirty:
+                # The iterable cleared or checkpointed this list while it was consumed: the
+                # slots below ``start`` may hold new values too.
+                if not self._registered:
+                    self._touch()
+                self._meta = True
+                self._from = 0
+            elif len(data) != start:
+                self._meta = True
+                dirty.update(range(start, len(data)))
 
     def pop(self, index: int = -1) -> Any:
         """Remove and return the value at ``index`` (the last by default). O(1) at the end."""
+        if type(index) is not int:
+            index = _as_index(index)
         data = self._data
         n = len(data)
         if not self._registered:
@@ -125,16 +164,26 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         self._from = INF
 
     def sort(self, *, key: Callable[[Any], Any] | None = None, reverse: bool = False) -> None:
-        """Sort in place, like ``list.sort``. O(n log n); rewrites every slot."""
+        """Sort in place, like ``list.sort``. O(n log n); rewrites every slot.
+
+        A key or comparison that raises leaves the values partly reordered, as ``list.sort``
+        does; every slot is marked for rewriting before the sort starts.
+        """
         self._edit()
-        self._data.sort(key=key, reverse=reverse)
         self._from = 0
+        try:
+            self._data.sort(key=key, reverse=reverse)
+        finally:
+            if self._from != 0 or not self._registered:
+                # The key or a comparison cleared or checkpointed this list during the sort.
+                self._edit()
+                self._from = 0
 
     def reverse(self) -> None:
         """Reverse in place. O(n); rewrites every slot."""
         self._edit()
-        self._data.reverse()
         self._from = 0
+        self._data.reverse()
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._data)

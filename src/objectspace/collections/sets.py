@@ -28,7 +28,11 @@ class _SetBase(PersistedObject, MutableSet[Any]):
             if not self._registered:
                 self._touch()
             self._data.add(value)
-            self._dirty.add(value)
+            try:
+                self._dirty.add(value)
+            except BaseException:
+                self._rewrite_all()
+                raise
 
     def discard(self, value: Any) -> None:
         """Remove ``value`` if present; the checkpoint deletes one row."""
@@ -36,7 +40,20 @@ class _SetBase(PersistedObject, MutableSet[Any]):
             if not self._registered:
                 self._touch()
             self._data.discard(value)
-            self._dirty.add(value)
+            try:
+                self._dirty.add(value)
+            except BaseException:
+                self._rewrite_all()
+                raise
+
+    def _rewrite_all(self) -> None:
+        """Track the whole set for rewriting: one table delete, then every element. O(n).
+
+        Only for an edit that changed the set but could not be tracked by its element (its
+        ``__eq__`` raised against an element deleted earlier that is still tracked).
+        """
+        self._cleared = True
+        self._dirty = set(self._data)
 
     def clear(self) -> None:
         """Remove every element. O(1) writes: one table delete."""
@@ -122,6 +139,49 @@ class PersistedSortedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: SortedSet = SortedSet(data)
+
+    def add(self, value: Any) -> None:
+        """Add ``value``; the checkpoint writes one row if it was absent.
+
+        ``TypeError`` (the set unchanged) when ``value`` cannot be ordered against the
+        elements.
+        """
+        data = self._data
+        if value not in data:
+            if not self._registered:
+                self._touch()
+            try:
+                data.add(value)
+            except BaseException:
+                # SortedSet.add puts the value in its hash set before its sorted list, whose
+                # comparisons may raise: take it out again.
+                data._set.discard(value)
+                raise
+            try:
+                self._dirty.add(value)
+            except BaseException:
+                self._rewrite_all()
+                raise
+
+    def discard(self, value: Any) -> None:
+        """Remove ``value`` if present; the checkpoint deletes one row."""
+        data = self._data
+        if value in data:
+            if not self._registered:
+                self._touch()
+            try:
+                data.discard(value)
+            except BaseException:
+                # SortedSet.discard takes the value out of its hash set before its sorted
+                # list, whose comparisons may raise: put it back if the list still holds it.
+                if len(data._list) != len(data._set):
+                    data._set.add(value)
+                raise
+            try:
+                self._dirty.add(value)
+            except BaseException:
+                self._rewrite_all()
+                raise
 
     def __getitem__(self, index: int) -> Any:
         """The element at position ``index`` in ascending order (negative too)."""
