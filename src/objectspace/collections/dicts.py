@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedDict
 
-from objectspace.collections.base import Emitter, Page, PersistedObject
-from objectspace.storage.base import StateReader
+from objectspace.collections.base import (
+    UNENCODABLE,
+    Emitter,
+    Page,
+    PersistedObject,
+    pack_entry,
+    unpack_entry,
+)
+from objectspace.serialization import PLAIN_KEY_TYPES
+from objectspace.storage.base import DELETED, StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
@@ -26,10 +34,20 @@ _MISSING: Any = object()
 
 
 class _DictBase(PersistedObject, MutableMapping[Any, Any]):
-    """Shared by both dicts: ``items: <encoded key> = <encoded value>``, a row per changed key."""
+    """Shared by both dicts: ``items: <canonical key> = <entry>``, a row per changed key.
 
-    __slots__ = ("_data",)
+    Python-equal keys (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
+    encoding (:meth:`~objectspace.Serializer.encode_key`); the entry (see
+    :func:`~objectspace.collections.base.pack_entry`) holds the insertion number, the key
+    Python holds when the row key does not decode to it, and the value.
+    """
+
+    __slots__ = ("_data", "_spell")
     _data: Any
+    # The live keys whose type is not in PLAIN_KEY_TYPES, each mapped to the key object the
+    # dict holds (the spelling of its first insertion), so a save can store that spelling
+    # whatever spelling the edit used; may keep removed keys until the next save.
+    _spell: dict[Any, Any]
 
     def __getitem__(self, key: Any) -> Any:
         return self._data[key]
@@ -38,8 +56,28 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         """Set ``key``; the checkpoint writes one row."""
         if not self._registered:
             self._touch()
-        self._data[key] = value
+        data = self._data
+        n = len(data)
+        data[key] = value
         self._dirty.add(key)
+        if len(data) != n:
+            self._inserted(key)
+
+    def _inserted(self, key: Any) -> None:
+        """``key`` was not in the dict before: note its spelling (O(1))."""
+        if type(key) in PLAIN_KEY_TYPES:
+            if self._spell:
+                self._spell.pop(key, None)
+        else:
+            self._spell[key] = key
+
+    def _seq(self, key: Any) -> int:
+        """The insertion number of live ``key`` (0 where order is not kept)."""
+        return 0
+
+    def _forget(self, key: Any) -> None:
+        """``key`` is no longer in the dict: drop what was kept about it."""
+        self._spell.pop(key, None)
 
     def __delitem__(self, key: Any) -> None:
         """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row."""
@@ -65,6 +103,7 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         self._data.clear()
         self._cleared = True
         self._dirty = set()
+        self._spell = {}
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self._data.get(key, default)
@@ -95,37 +134,114 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         dumps = out.dumps
+        encode_key = out.encode_key
         data = self._data
+        seq = self._seq
         if whole:
             rows = out.table(self._t_items)
             for key, value in data.items():
-                rows[dumps(key)] = dumps(value)
-        else:
-            self._emit_slots(out, self._t_items, page, data.__contains__, data.__getitem__, dumps)
+                row, exact = encode_key(key)
+                rows[row] = pack_entry(seq(key), None if exact else dumps(key), dumps(value))
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        spell = self._spell
+        for slot in page.slots:
+            if slot in data:
+                # The key the dict holds: the slot is the spelling of the last edit.
+                key = spell.get(slot, _MISSING) if spell else _MISSING
+                if key is _MISSING:
+                    row, exact = encode_key(slot)[0], True
+                    key = slot
+                else:
+                    row, exact = encode_key(key)
+                rows[row] = pack_entry(seq(key), None if exact else dumps(key), dumps(data[key]))
+            else:
+                self._forget(slot)
+                if not page.cleared:
+                    try:
+                        row = encode_key(slot)[0]
+                    except UNENCODABLE:
+                        continue  # a key that cannot be encoded was never stored
+                    rows[row] = DELETED
 
     @classmethod
-    def _load_items(
+    def _load_entries(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> Iterator[tuple[Any, Any]]:
-        rows = reader.table(f"state/item/{object_id}/items")
-        return zip(map(loads, rows.keys()), map(loads, rows.values()), strict=True)
+    ) -> tuple[list[tuple[Any, Any]], list[int], bool]:
+        """The (key, value) pairs in insertion order, their insertion numbers, and whether
+        a row of the layout before insertion order was read (the caller rewrites those)."""
+        entries: list[tuple[int, Any, Any]] = []
+        old = False
+        for row, raw in reader.items(f"state/item/{object_id}/items"):
+            entry = unpack_entry(raw)
+            if entry is None:
+                old = True
+                entries.append((len(entries), loads(row), loads(raw)))
+            else:
+                seq, spelling, value = entry
+                key = loads(row if spelling is None else spelling)
+                entries.append((seq, key, loads(value)))
+        entries.sort(key=_first)
+        return [(k, v) for _, k, v in entries], [s for s, _, _ in entries], old
+
+
+def _first(entry: tuple[int, Any, Any]) -> int:
+    return entry[0]
 
 
 class PersistedDict(_DictBase):
-    """A dict (``collections.abc.MutableMapping``); get, set and delete are O(1)."""
+    """A dict (``collections.abc.MutableMapping``); get, set and delete are O(1).
+
+    Restores in insertion order, like ``dict``: each row holds the key's insertion number
+    (updating a key keeps its place; deleting and inserting it again moves it to the end).
+    """
 
     KIND = "Dict"
-    __slots__ = ()
+    __slots__ = ("_next", "_order")
 
     def __init__(self, space: ObjectSpace, object_id: str, data: dict[Any, Any] | None = None):
         super().__init__(space, object_id)
         self._data: dict[Any, Any] = data if data is not None else {}
+        # Insertion number of every live key (removed keys may stay until the next save).
+        self._order: dict[Any, int] = {key: i for i, key in enumerate(self._data)}
+        self._next = len(self._order)
+        self._spell = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
+
+    def _inserted(self, key: Any) -> None:
+        self._order[key] = self._next
+        self._next += 1
+        if type(key) in PLAIN_KEY_TYPES:
+            if self._spell:
+                self._spell.pop(key, None)
+        else:
+            self._spell[key] = key
+
+    def _seq(self, key: Any) -> int:
+        return self._order[key]
+
+    def _forget(self, key: Any) -> None:
+        self._spell.pop(key, None)
+        self._order.pop(key, None)
+
+    def clear(self) -> None:
+        """Remove every key. O(1) writes: one table delete."""
+        super().clear()
+        self._order = {}
 
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedDict:
-        return cls(space, object_id, dict(cls._load_items(object_id, reader, loads)))
+        pairs, seqs, old = cls._load_entries(object_id, reader, loads)
+        obj = cls(space, object_id, dict(pairs))
+        if not old:
+            obj._order = {key: seq for (key, _), seq in zip(pairs, seqs, strict=True)}
+            obj._next = seqs[-1] + 1 if seqs else 0
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj
 
 
 class PersistedSortedDict(_DictBase):
@@ -141,6 +257,7 @@ class PersistedSortedDict(_DictBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):
         super().__init__(space, object_id)
         self._data: SortedDict = SortedDict() if data is None else SortedDict(data)
+        self._spell = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
 
     def irange(
         self,
@@ -176,4 +293,8 @@ class PersistedSortedDict(_DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSortedDict:
-        return cls(space, object_id, cls._load_items(object_id, reader, loads))
+        pairs, _, old = cls._load_entries(object_id, reader, loads)
+        obj = cls(space, object_id, pairs)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj

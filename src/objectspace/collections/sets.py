@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedSet
 
-from objectspace.collections.base import Emitter, Page, PersistedObject
+from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, Page, PersistedObject
+from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.storage.base import DELETED, StateReader
 
 if TYPE_CHECKING:
@@ -16,11 +17,24 @@ if TYPE_CHECKING:
 __all__ = ["PersistedSet", "PersistedSortedSet"]
 
 
-class _SetBase(PersistedObject, MutableSet[Any]):
-    """Shared by both sets: ``items: <encoded element> = b""``, one row per changed element."""
+_SPELLED = ENTRY_MARK + ENTRY_MARK
+_MISSING: Any = object()
 
-    __slots__ = ("_data",)
+
+class _SetBase(PersistedObject, MutableSet[Any]):
+    """Shared by both sets: ``items: <canonical element> = <mark>``, a row per changed element.
+
+    Python-equal elements (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
+    encoding (:meth:`~objectspace.Serializer.encode_key`); its value is
+    :data:`~objectspace.collections.base.ENTRY_MARK`, followed by the element's own encoding
+    when the row key does not decode to the element the set holds.
+    """
+
+    __slots__ = ("_data", "_spell")
     _data: Any
+    # The live elements whose type is not in PLAIN_KEY_TYPES, each mapped to the object the
+    # set holds; may keep removed elements until the next save.
+    _spell: dict[Any, Any]
 
     def add(self, value: Any) -> None:
         """Add ``value``; the checkpoint writes one row if it was absent."""
@@ -29,6 +43,11 @@ class _SetBase(PersistedObject, MutableSet[Any]):
                 self._touch()
             self._data.add(value)
             self._dirty.add(value)
+            if type(value) in PLAIN_KEY_TYPES:
+                if self._spell:
+                    self._spell.pop(value, None)
+            else:
+                self._spell[value] = value
 
     def discard(self, value: Any) -> None:
         """Remove ``value`` if present; the checkpoint deletes one row."""
@@ -45,6 +64,7 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         self._data.clear()
         self._cleared = True
         self._dirty = set()
+        self._spell = {}
 
     @classmethod
     def _from_iterable(cls, values: Iterable[Any]) -> set[Any]:
@@ -70,26 +90,57 @@ class _SetBase(PersistedObject, MutableSet[Any]):
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         dumps = out.dumps
+        encode_key = out.encode_key
         if whole:
             rows = out.table(self._t_items)
             for value in self._data:
-                rows[dumps(value)] = b""
-        else:
-            if page.cleared:
-                out.truncate(self._t_items)
-            rows = out.table(self._t_items)
-            data = self._data
-            for value in page.slots:
-                if value in data:
-                    rows[dumps(value)] = b""
-                elif not page.cleared:
-                    rows[dumps(value)] = DELETED
+                row, exact = encode_key(value)
+                rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        data = self._data
+        spell = self._spell
+        for slot in page.slots:
+            if slot in data:
+                # The element the set holds: the slot is the spelling of the last edit.
+                value = spell.get(slot, _MISSING) if spell else _MISSING
+                if value is _MISSING:
+                    rows[encode_key(slot)[0]] = ENTRY_MARK
+                else:
+                    row, exact = encode_key(value)
+                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+            else:
+                spell.pop(slot, None)
+                if not page.cleared:
+                    try:
+                        row = encode_key(slot)[0]
+                    except UNENCODABLE:
+                        continue  # an element that cannot be encoded was never stored
+                    rows[row] = DELETED
 
     @classmethod
     def _load_elements(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> list[Any]:
-        return list(map(loads, reader.keys(f"state/item/{object_id}/items")))
+    ) -> tuple[list[Any], bool]:
+        """The elements, and whether a row of the layout before canonical keys was read."""
+        elements = []
+        old = False
+        for row, raw in reader.items(f"state/item/{object_id}/items"):
+            if raw == ENTRY_MARK:
+                elements.append(loads(row))
+            elif raw[:2] == _SPELLED:
+                elements.append(loads(raw[2:]))
+            elif not raw:
+                old = True
+                elements.append(loads(row))
+            else:
+                raise ValueError(f"a row holds {len(raw)} bytes that are not an element mark")
+        return elements, old
+
+    def _init_spell(self) -> None:
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
 
 
 class PersistedSet(_SetBase):
@@ -101,12 +152,17 @@ class PersistedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: set[Any] = set(data)
+        self._init_spell()
 
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSet:
-        return cls(space, object_id, cls._load_elements(object_id, reader, loads))
+        elements, old = cls._load_elements(object_id, reader, loads)
+        obj = cls(space, object_id, elements)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj
 
 
 class PersistedSortedSet(_SetBase):
@@ -122,6 +178,7 @@ class PersistedSortedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: SortedSet = SortedSet(data)
+        self._init_spell()
 
     def __getitem__(self, index: int) -> Any:
         """The element at position ``index`` in ascending order (negative too)."""
@@ -149,4 +206,8 @@ class PersistedSortedSet(_SetBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSortedSet:
-        return cls(space, object_id, cls._load_elements(object_id, reader, loads))
+        elements, old = cls._load_elements(object_id, reader, loads)
+        obj = cls(space, object_id, elements)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj
