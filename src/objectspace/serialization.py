@@ -125,6 +125,7 @@ _EXT_DATETIME = 2
 _EXT_DATE = 3
 _EXT_SET = 4
 _EXT_FROZENSET = 5
+_EXT_BIGINT = 6  # an int beyond 64 bits, as decimal digits: only in stored keys
 
 
 class MsgpackSerializer(Serializer):
@@ -200,6 +201,20 @@ class MsgpackSerializer(Serializer):
             raise SerializationError(f"msgpack cannot encode {_describe(value)}: {exc}") from exc
 
     @property
+    def raw_key_dumps(self) -> Callable[[Any], bytes]:
+        # A canonical key may hold an int beyond 64 bits (the canonical form of 1e300).
+        return self._key_dumps
+
+    def _key_dumps(self, key: Any) -> bytes:
+        packer = self._packer()
+        try:
+            data: bytes = packer.pack(key)
+        except OverflowError:
+            packer.reset()
+            data = packer.pack(_bigints_as_ext(key))
+        return data
+
+    @property
     def raw_dumps(self) -> Callable[[Any], bytes]:
         # The calling thread's packer (it resets itself after a failed pack): one C-level
         # call per value, no Python frame.
@@ -215,6 +230,19 @@ class MsgpackSerializer(Serializer):
     @property
     def raw_loads(self) -> Callable[[bytes], Any]:
         return _RAW_UNPACKB
+
+
+def _bigints_as_ext(key: Any) -> Any:
+    """A canonical key with its ints beyond 64 bits as extension values."""
+    if type(key) is int:
+        if -(1 << 63) <= key < 1 << 64:
+            return key
+        return msgpack.ExtType(_EXT_BIGINT, str(key).encode("ascii"))
+    if type(key) is tuple:
+        return tuple(_bigints_as_ext(part) for part in key)
+    if isinstance(key, _SortedFrozenset):
+        return _SortedFrozenset._make(tuple(_bigints_as_ext(part) for part in key))
+    return key
 
 
 def _unpack_all(data: bytes) -> list[Any]:
@@ -234,6 +262,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return set(_unpackb(data))
     if code == _EXT_FROZENSET:
         return frozenset(_unpackb(data))
+    if code == _EXT_BIGINT:
+        return int(data.decode("ascii"))
     return msgpack.ExtType(code, data)
 
 
