@@ -409,7 +409,12 @@ def _pickle_without_memo(value: Any) -> bytes:
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, protocol=5)
     pickler.fast = True
-    pickler.dump(value)
+    try:
+        pickler.dump(value)
+    except (TypeError, ValueError, OverflowError):
+        raise
+    except Exception as exc:  # pickle raises whatever the value's reduction raises
+        raise TypeError(f"pickle cannot encode it: {exc}") from exc
     return buffer.getvalue()
 
 
