@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from objectspace.collections._impl import ObjectBase
 from objectspace.errors import ObjectDeletedError, SerializationError
-from objectspace.serialization import PLAIN_KEY_TYPES, encode_key_with
+from objectspace.serialization import encode_key_with
 from objectspace.storage.base import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
