@@ -512,6 +512,7 @@ ACTIONS = st.lists(
         st.tuples(st.just("discard"), KEYS),
         st.tuples(st.just("checkpoint"), st.sampled_from(list(osp.CheckpointKind))),
         st.just(("clear",)),
+        st.just(("failed commit",)),
     ),
     max_size=40,
 )
@@ -529,30 +530,40 @@ def test_random_spellings_reload_equal_to_the_live_dict_and_set(
     space = osp.ObjectSpace(ser)
     d = space.create_dict("d")
     s = space.create_set("s")
+    sd = space.create_sorted_dict("sd")  # numbers only: they compare
     model: dict[Any, Any] = {}
     model_set: set[Any] = set()
 
     def check() -> None:
         back = reload(space, store)
         assert spelled(back.get_dict("d").items()) == spelled(d.items()) == spelled(model.items())
+        assert spelled(back.get_sorted_dict("sd").items()) == spelled(sd.items())
         got = {(type(x), repr(x)) for x in back.get_set("s")}
         assert got == {(type(x), repr(x)) for x in s} == {(type(x), repr(x)) for x in model_set}
 
     for action in actions:
         if action[0] == "set":
             d[action[1]] = model[action[1]] = action[2]
+            if isinstance(action[1], int | float):
+                sd[action[1]] = action[2]
         elif action[0] == "del":
             if action[1] in model:
                 del d[action[1]]
                 del model[action[1]]
+            sd.pop(action[1], None)
         elif action[0] == "add":
             s.add(action[1])
             model_set.add(action[1])
         elif action[0] == "discard":
             s.discard(action[1])
             model_set.discard(action[1])
+        elif action[0] == "failed commit":
+            writer = store.writer(DIFF)
+            space.save(writer)
+            writer.rollback()  # no on_saved: the next save writes these edits again
         elif action[0] == "clear":
             d.clear()
+            sd.clear()
             model.clear()
             s.clear()
             model_set.clear()

@@ -159,7 +159,9 @@ class Page:
             new=self.new or later.new,
             cleared=self.cleared,
             meta=self.meta or later.meta,
-            slots=self.slots | later.slots,
+            # The later page's slot objects win: a set's page holds each live element as
+            # the set holds it, which its last edit decides.
+            slots=later.slots | self.slots,
             links=self.links | later.links,
             from_=min(self.from_, later.from_),
             length=later.length,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import (
     Callable,
     ItemsView,
+    Iterable,
     Iterator,
     KeysView,
     MutableMapping,
@@ -42,12 +43,8 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
     Python holds when the row key does not decode to it, and the value.
     """
 
-    __slots__ = ("_data", "_spell")
+    __slots__ = ("_data",)
     _data: Any
-    # The live keys whose type is not in PLAIN_KEY_TYPES, each mapped to the key object the
-    # dict holds (the spelling of its first insertion), so a save can store that spelling
-    # whatever spelling the edit used; may keep removed keys until the next save.
-    _spell: dict[Any, Any]
 
     def __getitem__(self, key: Any) -> Any:
         return self._data[key]
@@ -56,28 +53,8 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         """Set ``key``; the checkpoint writes one row."""
         if not self._registered:
             self._touch()
-        data = self._data
-        n = len(data)
-        data[key] = value
+        self._data[key] = value
         self._dirty.add(key)
-        if len(data) != n:
-            self._inserted(key)
-
-    def _inserted(self, key: Any) -> None:
-        """``key`` was not in the dict before: note its spelling (O(1))."""
-        if type(key) in PLAIN_KEY_TYPES:
-            if self._spell:
-                self._spell.pop(key, None)
-        else:
-            self._spell[key] = key
-
-    def _seq(self, key: Any) -> int:
-        """The insertion number of live ``key`` (0 where order is not kept)."""
-        return 0
-
-    def _forget(self, key: Any) -> None:
-        """``key`` is no longer in the dict: drop what was kept about it."""
-        self._spell.pop(key, None)
 
     def __delitem__(self, key: Any) -> None:
         """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row."""
@@ -103,7 +80,6 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         self._data.clear()
         self._cleared = True
         self._dirty = set()
-        self._spell = {}
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self._data.get(key, default)
@@ -132,6 +108,15 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._id!r}: {dict(self._data)!r}>"
 
+    def _held(self, slot: Any) -> Any:
+        """The key object the dict holds for the live key ``slot`` (an equal key, perhaps
+        spelled otherwise), or ``_MISSING`` when that is plain (its own canonical form)."""
+        raise NotImplementedError
+
+    def _seq(self, key: Any) -> int:
+        """The insertion number of live ``key`` (0 where order is not kept)."""
+        return 0
+
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         dumps = out.dumps
         encode_key = out.encode_key
@@ -146,25 +131,23 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         if page.cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
-        spell = self._spell
+        held = self._held
         for slot in page.slots:
             if slot in data:
-                # The key the dict holds: the slot is the spelling of the last edit.
-                key = spell.get(slot, _MISSING) if spell else _MISSING
+                # The slot is the key as the edit spelled it; the row keeps the dict's.
+                key = held(slot)
                 if key is _MISSING:
                     row, exact = encode_key(slot)[0], True
                     key = slot
                 else:
                     row, exact = encode_key(key)
                 rows[row] = pack_entry(seq(key), None if exact else dumps(key), dumps(data[key]))
-            else:
-                self._forget(slot)
-                if not page.cleared:
-                    try:
-                        row = encode_key(slot)[0]
-                    except UNENCODABLE:
-                        continue  # a key that cannot be encoded was never stored
-                    rows[row] = DELETED
+            elif not page.cleared:
+                try:
+                    row = encode_key(slot)[0]
+                except UNENCODABLE:
+                    continue  # a key that cannot be encoded was never stored
+                rows[row] = DELETED
 
     @classmethod
     def _load_entries(
@@ -199,36 +182,74 @@ class PersistedDict(_DictBase):
     """
 
     KIND = "Dict"
-    __slots__ = ("_next", "_order")
+    __slots__ = ("_next", "_order", "_spell")
 
     def __init__(self, space: ObjectSpace, object_id: str, data: dict[Any, Any] | None = None):
         super().__init__(space, object_id)
         self._data: dict[Any, Any] = data if data is not None else {}
-        # Insertion number of every live key (removed keys may stay until the next save).
+        # Kept up to date by each save (never by an edit, so edits cost what they did):
+        # the insertion number of every live key, numbers increasing in the dict's order,
+        # and the live keys whose type is not in PLAIN_KEY_TYPES, each mapped to the key
+        # object the dict holds. Both may keep removed keys until the next save.
         self._order: dict[Any, int] = {key: i for i, key in enumerate(self._data)}
         self._next = len(self._order)
-        self._spell = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
+        self._spell: dict[Any, Any] = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
 
-    def _inserted(self, key: Any) -> None:
-        self._order[key] = self._next
-        self._next += 1
-        if type(key) in PLAIN_KEY_TYPES:
-            if self._spell:
-                self._spell.pop(key, None)
+    def _number(self, keys: Iterable[Any], prev: int) -> None:
+        """Give ``keys`` (live, held key objects, in dict order, after a key numbered
+        ``prev``) increasing insertion numbers: each keeps its number if that is still
+        greater than the one before, else gets a new one; note their spellings. O(len(keys))."""
+        order = self._order
+        spell = self._spell
+        fresh = self._next
+        for key in keys:
+            number = order.get(key)
+            if number is None or number <= prev:
+                number = order[key] = fresh
+                fresh += 1
+            prev = number
+            if type(key) in PLAIN_KEY_TYPES:
+                if spell:
+                    spell.pop(key, None)
+            else:
+                spell[key] = key
+        self._next = fresh
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        data = self._data
+        if whole or page.cleared:
+            # Every key is written: number them all, and forget removed keys.
+            self._spell = {}
+            self._number(data, -1)
+            order = self._order
+            self._order = {key: order[key] for key in data}
         else:
-            self._spell[key] = key
+            # Keys inserted since the last save sit at the end of the dict, after every key
+            # this page did not touch: number that tail (O(keys touched), not O(len)).
+            slots = page.slots
+            tail = []
+            prev = -1
+            for key in reversed(data):
+                if key not in slots:
+                    prev = self._order[key]
+                    break
+                tail.append(key)
+            tail.reverse()
+            self._number(tail, prev)
+            for slot in slots:
+                if slot not in data:
+                    self._order.pop(slot, None)
+                    self._spell.pop(slot, None)
+        super()._emit(out, page, whole)
+
+    def _held(self, slot: Any) -> Any:
+        # Every live key was noted by _number (here or at an earlier save) or at load,
+        # unless plain: then it is its own canonical form, the one any equal slot encodes to.
+        spell = self._spell
+        return spell.get(slot, _MISSING) if spell else _MISSING
 
     def _seq(self, key: Any) -> int:
         return self._order[key]
-
-    def _forget(self, key: Any) -> None:
-        self._spell.pop(key, None)
-        self._order.pop(key, None)
-
-    def clear(self) -> None:
-        """Remove every key. O(1) writes: one table delete."""
-        super().clear()
-        self._order = {}
 
     @classmethod
     def _load(
@@ -236,11 +257,11 @@ class PersistedDict(_DictBase):
     ) -> PersistedDict:
         pairs, seqs, old = cls._load_entries(object_id, reader, loads)
         obj = cls(space, object_id, dict(pairs))
-        if not old:
-            obj._order = {key: seq for (key, _), seq in zip(pairs, seqs, strict=True)}
-            obj._next = seqs[-1] + 1 if seqs else 0
         if old:
             obj._rewrite(set(obj._data))
+        else:
+            obj._order = {key: seq for (key, _), seq in zip(pairs, seqs, strict=True)}
+            obj._next = seqs[-1] + 1 if seqs else 0
         return obj
 
 
@@ -257,7 +278,11 @@ class PersistedSortedDict(_DictBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):
         super().__init__(space, object_id)
         self._data: SortedDict = SortedDict() if data is None else SortedDict(data)
-        self._spell = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
+
+    def _held(self, slot: Any) -> Any:
+        # The sorted key list holds the dict's key objects: O(log n).
+        data = self._data
+        return data.peekitem(data.index(slot))[0]
 
     def irange(
         self,

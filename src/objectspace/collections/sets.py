@@ -33,7 +33,7 @@ class _SetBase(PersistedObject, MutableSet[Any]):
     __slots__ = ("_data", "_spell")
     _data: Any
     # The live elements whose type is not in PLAIN_KEY_TYPES, each mapped to the object the
-    # set holds; may keep removed elements until the next save.
+    # set holds, so a save stores that spelling whatever spelling the edit used.
     _spell: dict[Any, Any]
 
     def add(self, value: Any) -> None:
@@ -43,10 +43,7 @@ class _SetBase(PersistedObject, MutableSet[Any]):
                 self._touch()
             self._data.add(value)
             self._dirty.add(value)
-            if type(value) in PLAIN_KEY_TYPES:
-                if self._spell:
-                    self._spell.pop(value, None)
-            else:
+            if type(value) not in PLAIN_KEY_TYPES:
                 self._spell[value] = value
 
     def discard(self, value: Any) -> None:
@@ -56,6 +53,8 @@ class _SetBase(PersistedObject, MutableSet[Any]):
                 self._touch()
             self._data.discard(value)
             self._dirty.add(value)
+            if self._spell:
+                self._spell.pop(value, None)
 
     def clear(self) -> None:
         """Remove every element. O(1) writes: one table delete."""
@@ -104,21 +103,21 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         spell = self._spell
         for slot in page.slots:
             if slot in data:
-                # The element the set holds: the slot is the spelling of the last edit.
+                # The slot is the element as the edit spelled it; the row keeps the set's.
+                # Not in _spell: the set holds a plain element, which is its own canonical
+                # form, the one any equal slot encodes to.
                 value = spell.get(slot, _MISSING) if spell else _MISSING
                 if value is _MISSING:
                     rows[encode_key(slot)[0]] = ENTRY_MARK
                 else:
                     row, exact = encode_key(value)
                     rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
-            else:
-                spell.pop(slot, None)
-                if not page.cleared:
-                    try:
-                        row = encode_key(slot)[0]
-                    except UNENCODABLE:
-                        continue  # an element that cannot be encoded was never stored
-                    rows[row] = DELETED
+            elif not page.cleared:
+                try:
+                    row = encode_key(slot)[0]
+                except UNENCODABLE:
+                    continue  # an element that cannot be encoded was never stored
+                rows[row] = DELETED
 
     @classmethod
     def _load_elements(
@@ -139,9 +138,6 @@ class _SetBase(PersistedObject, MutableSet[Any]):
                 raise ValueError(f"a row holds {len(raw)} bytes that are not an element mark")
         return elements, old
 
-    def _init_spell(self) -> None:
-        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
-
 
 class PersistedSet(_SetBase):
     """A set (``collections.abc.MutableSet``); add, discard and membership are O(1)."""
@@ -152,7 +148,7 @@ class PersistedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: set[Any] = set(data)
-        self._init_spell()
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
 
     @classmethod
     def _load(
@@ -178,7 +174,7 @@ class PersistedSortedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: SortedSet = SortedSet(data)
-        self._init_spell()
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
 
     def __getitem__(self, index: int) -> Any:
         """The element at position ``index`` in ascending order (negative too)."""
