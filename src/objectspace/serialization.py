@@ -81,16 +81,23 @@ class Serializer:
 
     @property
     def raw_key_dumps(self) -> Callable[[Any], bytes]:
-        """How :meth:`encode_key` turns a canonical key into bytes; like :attr:`raw_dumps`
-        it may raise ``TypeError``, ``ValueError`` or ``OverflowError``. It must give equal
-        bytes for equal canonical keys (pickle overrides it: its memo would not)."""
+        """A key of a type in :data:`PLAIN_KEY_TYPES` as :meth:`encode_key` stores it, one
+        C-level call where it can be; like :attr:`raw_dumps` it may raise ``TypeError``,
+        ``ValueError`` or ``OverflowError`` (msgpack: an int beyond 64 bits, which
+        :meth:`encode_key` stores). Equal keys give equal bytes (pickle overrides it: its
+        memo would not)."""
         return self.raw_dumps
+
+    @property
+    def _canonical_dumps(self) -> Callable[[Any], bytes]:
+        """How :meth:`encode_key` turns a canonical key into bytes."""
+        return self.raw_key_dumps
 
     @property
     def raw_encode_key(self) -> Callable[[Any], tuple[bytes, bool]]:
         """:meth:`encode_key` without the error translation (raises ``TypeError``,
         ``ValueError`` or ``OverflowError``), for bulk encoding by a save."""
-        return functools.partial(_encode_key, dumps=self.raw_key_dumps)
+        return functools.partial(_encode_key, dumps=self._canonical_dumps)
 
     def encode_key(self, key: Any) -> tuple[bytes, bool]:
         """The stored key of a dict key or set element, and whether it is *exact*.
@@ -103,7 +110,7 @@ class Serializer:
         (or a NaN key).
         """
         try:
-            return _encode_key(key, self.raw_key_dumps)
+            return _encode_key(key, self._canonical_dumps)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise SerializationError(
                 f"{self.name} cannot encode the key {_describe(key)}: {exc}"
@@ -202,6 +209,11 @@ class MsgpackSerializer(Serializer):
 
     @property
     def raw_key_dumps(self) -> Callable[[Any], bytes]:
+        pack: Callable[[Any], bytes] = self._packer().pack
+        return pack
+
+    @property
+    def _canonical_dumps(self) -> Callable[[Any], bytes]:
         # A canonical key may hold an int beyond 64 bits (the canonical form of 1e300).
         return self._key_dumps
 

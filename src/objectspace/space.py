@@ -218,7 +218,8 @@ class ObjectSpace:
         and leaves the writer, the store and the space's edit pages as they were.
         """
         full = writer.kind is CheckpointKind.FULL
-        out = Emitter(self._serializer.raw_dumps, self._serializer.raw_encode_key)
+        codec = self._serializer
+        out = Emitter(codec.raw_dumps, codec.raw_encode_key, codec.raw_key_dumps)
         index = out.table(INDEX_TABLE)
         deleted = self._pending_deleted | self._deleted
         if not full:
@@ -257,7 +258,8 @@ class ObjectSpace:
     def _explain(self, obj: PersistedObject, page: Page, whole: bool, exc: Exception) -> NoReturn:
         """Re-emit ``obj`` with the checking encoder, for the error that names the value."""
         try:
-            obj._emit(Emitter(self._serializer.dumps, self._serializer.encode_key), page, whole)
+            codec = self._serializer
+            obj._emit(Emitter(codec.dumps, codec.encode_key, codec.raw_key_dumps), page, whole)
         except SerializationError as explained:
             raise SerializationError(f"cannot save {obj.KIND} {obj.id!r}: {explained}") from exc
         raise exc

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import msgpack
+
 from objectspace.collections._impl import ObjectBase
 from objectspace.errors import ObjectDeletedError, SerializationError
 from objectspace.serialization import encode_key_with
@@ -65,7 +67,8 @@ def int_key(index: int) -> bytes:
 # msgpack unsigned ints. Sorted dicts write seq 0.
 
 ENTRY_MARK = b"\xc1"
-_MARK_BYTE = 0xC1
+MARK_BYTE = 0xC1
+_MARK_BYTE = MARK_BYTE
 _UINT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
 
 UNENCODABLE = (SerializationError, TypeError, ValueError, OverflowError, RecursionError)
@@ -171,16 +174,22 @@ class Page:
 class Emitter:
     """Collects one save's edits as normalised :class:`TableChanges`, before any reach a writer."""
 
-    __slots__ = ("changes", "dumps", "encode_key")
+    __slots__ = ("changes", "dumps", "encode_key", "key_dumps", "pack_uint")
 
     def __init__(
         self,
         dumps: Callable[[Any], bytes],
         encode_key: Callable[[Any], tuple[bytes, bool]] | None = None,
+        key_dumps: Callable[[Any], bytes] | None = None,
     ) -> None:
         self.dumps = dumps
         # (canonical key bytes, exact) of a dict key or set element: see Serializer.encode_key.
         self.encode_key = encode_key if encode_key is not None else _default_encode_key(dumps)
+        # The stored key of a key whose type is in PLAIN_KEY_TYPES: Serializer.raw_key_dumps.
+        self.key_dumps = key_dumps if key_dumps is not None else dumps
+        # A msgpack unsigned int (a dict entry's insertion number), one C call; a packer of
+        # this save's own, as packers are not thread-safe.
+        self.pack_uint: Callable[[int], bytes] = msgpack.Packer(autoreset=True).pack
         self.changes: dict[str, TableChanges] = {}
 
     def table(self, name: str) -> dict[bytes, Any]:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from sortedcontainers import SortedDict
 
 from objectspace.collections.base import (
+    ENTRY_MARK,
+    MARK_BYTE,
     UNENCODABLE,
     Emitter,
     Page,
@@ -113,20 +115,36 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         spelled otherwise), or ``_MISSING`` when that is plain (its own canonical form)."""
         raise NotImplementedError
 
-    def _seq(self, key: Any) -> int:
-        """The insertion number of live ``key`` (0 where order is not kept)."""
-        return 0
+    def _numbers(self) -> dict[Any, int]:
+        """Insertion number by key (empty where order is not kept: every number is 0)."""
+        return _NO_NUMBERS
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
         dumps = out.dumps
+        key_dumps = out.key_dumps
         encode_key = out.encode_key
+        pack_uint = out.pack_uint
+        number = self._numbers().get
         data = self._data
-        seq = self._seq
         if whole:
             rows = out.table(self._t_items)
             for key, value in data.items():
-                row, exact = encode_key(key)
-                rows[row] = pack_entry(seq(key), None if exact else dumps(key), dumps(value))
+                if type(key) in plain:
+                    rows[key_dumps(key)] = ENTRY_MARK + pack_uint(number(key, 0)) + dumps(value)
+                else:
+                    row, exact = encode_key(key)
+                    spelling = None if exact else dumps(key)
+                    rows[row] = pack_entry(number(key, 0), spelling, dumps(value))
             return
         if page.cleared:
             out.truncate(self._t_items)
@@ -137,11 +155,12 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
                 # The slot is the key as the edit spelled it; the row keeps the dict's.
                 key = held(slot)
                 if key is _MISSING:
-                    row, exact = encode_key(slot)[0], True
-                    key = slot
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
                 else:
                     row, exact = encode_key(key)
-                rows[row] = pack_entry(seq(key), None if exact else dumps(key), dumps(data[key]))
+                    spelling = None if exact else dumps(key)
+                    rows[row] = pack_entry(number(key, 0), spelling, dumps(data[key]))
             elif not page.cleared:
                 try:
                     row = encode_key(slot)[0]
@@ -152,26 +171,48 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
     @classmethod
     def _load_entries(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> tuple[list[tuple[Any, Any]], list[int], bool]:
-        """The (key, value) pairs in insertion order, their insertion numbers, and whether
-        a row of the layout before insertion order was read (the caller rewrites those)."""
-        entries: list[tuple[int, Any, Any]] = []
+    ) -> tuple[dict[Any, Any], dict[Any, int], bool]:
+        """The dict in insertion order, the insertion number by key, and whether a row of
+        the layout before insertion order was read (the caller rewrites those)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        numbers: list[int] = []
         old = False
+        mark = MARK_BYTE
         for row, raw in reader.items(f"state/item/{object_id}/items"):
-            entry = unpack_entry(raw)
-            if entry is None:
+            if not raw or raw[0] != mark:
                 old = True
-                entries.append((len(entries), loads(row), loads(raw)))
-            else:
-                seq, spelling, value = entry
-                key = loads(row if spelling is None else spelling)
-                entries.append((seq, key, loads(value)))
-        entries.sort(key=_first)
-        return [(k, v) for _, k, v in entries], [s for s, _, _ in entries], old
+                keys.append(row)
+                values.append(raw)
+                numbers.append(len(numbers))
+                continue
+            second = raw[1]
+            if second < 0x80:  # no spelling, a small number: the common row
+                keys.append(row)
+                numbers.append(second)
+                values.append(raw[2:])
+                continue
+            entry = unpack_entry(raw)
+            assert entry is not None
+            seq, spelling, value = entry
+            keys.append(row if spelling is None else spelling)
+            numbers.append(seq)
+            values.append(value)
+        decoded = list(map(loads, keys))
+        loaded = list(map(loads, values))
+        if numbers != sorted(numbers):
+            by_number = sorted(range(len(numbers)), key=numbers.__getitem__)
+            decoded = [decoded[i] for i in by_number]
+            loaded = [loaded[i] for i in by_number]
+            numbers = [numbers[i] for i in by_number]
+        return (
+            dict(zip(decoded, loaded, strict=True)),
+            dict(zip(decoded, numbers, strict=True)),
+            old,
+        )
 
 
-def _first(entry: tuple[int, Any, Any]) -> int:
-    return entry[0]
+_NO_NUMBERS: dict[Any, int] = {}
 
 
 class PersistedDict(_DictBase):
@@ -219,10 +260,20 @@ class PersistedDict(_DictBase):
         data = self._data
         if whole or page.cleared:
             # Every key is written: number them all, and forget removed keys.
-            self._spell = {}
-            self._number(data, -1)
-            order = self._order
-            self._order = {key: order[key] for key in data}
+            plain = PLAIN_KEY_TYPES
+            self._spell = {k: k for k in data if type(k) not in plain}
+            first = self._next
+            if not self._order:  # a new dict: numbered in its order, in C-level passes
+                self._order = dict(zip(data, range(first, first + len(data)), strict=True))
+                self._next = first + len(data)
+                return super()._emit(out, page, whole)
+            numbers: list[Any] = list(map(self._order.get, data))
+            if None in numbers or numbers != sorted(numbers):
+                self._number(data, -1)
+                order = self._order
+                self._order = {key: order[key] for key in data}
+            else:  # nothing inserted since the last save
+                self._order = dict(zip(data, numbers, strict=True))
         else:
             # Keys inserted since the last save sit at the end of the dict, after every key
             # this page did not touch: number that tail (O(keys touched), not O(len)).
@@ -248,20 +299,20 @@ class PersistedDict(_DictBase):
         spell = self._spell
         return spell.get(slot, _MISSING) if spell else _MISSING
 
-    def _seq(self, key: Any) -> int:
-        return self._order[key]
+    def _numbers(self) -> dict[Any, int]:
+        return self._order
 
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedDict:
-        pairs, seqs, old = cls._load_entries(object_id, reader, loads)
-        obj = cls(space, object_id, dict(pairs))
+        data, numbers, old = cls._load_entries(object_id, reader, loads)
+        obj = cls(space, object_id, data)
         if old:
-            obj._rewrite(set(obj._data))
+            obj._rewrite(set(data))
         else:
-            obj._order = {key: seq for (key, _), seq in zip(pairs, seqs, strict=True)}
-            obj._next = seqs[-1] + 1 if seqs else 0
+            obj._order = numbers
+            obj._next = max(numbers.values(), default=-1) + 1
         return obj
 
 
@@ -318,8 +369,8 @@ class PersistedSortedDict(_DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSortedDict:
-        pairs, _, old = cls._load_entries(object_id, reader, loads)
-        obj = cls(space, object_id, pairs)
+        data, _, old = cls._load_entries(object_id, reader, loads)
+        obj = cls(space, object_id, data)
         if old:
             obj._rewrite(set(obj._data))
         return obj

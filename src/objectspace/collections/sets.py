@@ -88,13 +88,27 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         return f"<{type(self).__name__} {self._id!r}: {set(self._data)!r}>"
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
         dumps = out.dumps
+        key_dumps = out.key_dumps
         encode_key = out.encode_key
         if whole:
             rows = out.table(self._t_items)
             for value in self._data:
-                row, exact = encode_key(value)
-                rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+                if type(value) in plain:
+                    rows[key_dumps(value)] = ENTRY_MARK
+                else:
+                    row, exact = encode_key(value)
+                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
             return
         if page.cleared:
             out.truncate(self._t_items)
@@ -108,7 +122,8 @@ class _SetBase(PersistedObject, MutableSet[Any]):
                 # form, the one any equal slot encodes to.
                 value = spell.get(slot, _MISSING) if spell else _MISSING
                 if value is _MISSING:
-                    rows[encode_key(slot)[0]] = ENTRY_MARK
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK
                 else:
                     row, exact = encode_key(value)
                     rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
@@ -124,9 +139,13 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> tuple[list[Any], bool]:
         """The elements, and whether a row of the layout before canonical keys was read."""
+        rows = reader.table(f"state/item/{object_id}/items")
+        marks = list(rows.values())
+        if marks.count(ENTRY_MARK) == len(marks):  # no spelled element: C-level passes
+            return list(map(loads, rows.keys())), False
         elements = []
         old = False
-        for row, raw in reader.items(f"state/item/{object_id}/items"):
+        for row, raw in rows.items():
             if raw == ENTRY_MARK:
                 elements.append(loads(row))
             elif raw[:2] == _SPELLED:
