@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_MARK",
     "INF",
+    "MARK_BYTE",
     "UNENCODABLE",
     "Emitter",
     "Page",
@@ -68,7 +69,6 @@ def int_key(index: int) -> bytes:
 
 ENTRY_MARK = b"\xc1"
 MARK_BYTE = 0xC1
-_MARK_BYTE = MARK_BYTE
 _UINT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
 
 UNENCODABLE = (SerializationError, TypeError, ValueError, OverflowError, RecursionError)
@@ -104,11 +104,11 @@ def unpack_entry(raw: bytes) -> tuple[int, bytes | None, bytes] | None:
     """``(seq, spelling or None, value)`` of a dict row, or ``None`` for a row of the layout
     before insertion order (its value is just the encoded value). Raises ``KeyError`` or
     ``IndexError`` for a damaged row."""
-    if not raw or raw[0] != _MARK_BYTE:
+    if not raw or raw[0] != MARK_BYTE:
         return None
     spelling = None
     at = 1
-    if raw[1] == _MARK_BYTE:
+    if raw[1] == MARK_BYTE:
         length, at = _read_uint(raw, 2)
         spelling = raw[at : at + length]
         if len(spelling) != length:
@@ -162,9 +162,7 @@ class Page:
             new=self.new or later.new,
             cleared=self.cleared,
             meta=self.meta or later.meta,
-            # The later page's slot objects win: a set's page holds each live element as
-            # the set holds it, which its last edit decides.
-            slots=later.slots | self.slots,
+            slots=self.slots | later.slots,
             links=self.links | later.links,
             from_=min(self.from_, later.from_),
             length=later.length,
