@@ -162,9 +162,9 @@ def test_dict_restores_in_insertion_order_on_every_backend(versioned: Versioned)
 @pytest.mark.parametrize("ser", SERIALIZERS, ids=SER_IDS)
 @pytest.mark.parametrize("kind", list(osp.CheckpointKind))
 def test_insertion_order_survives_full_checkpoints_and_clears(
-    ser: osp.Serializer, kind: osp.CheckpointKind
+    ser: osp.Serializer, kind: osp.CheckpointKind, tmp_path: Any
 ) -> None:
-    store = osp.MemoryStore()
+    store = osp.SQLiteStore(tmp_path / "state.db")  # reads rows in key order
     space = osp.ObjectSpace(ser)
     d = space.create_dict("d")
     for key in [5, 3, 9, 1]:
@@ -186,6 +186,7 @@ def test_insertion_order_survives_full_checkpoints_and_clears(
     back[2] = "very last"
     again = reload(back._space, _saved(back._space)).get_dict("d")  # type: ignore[arg-type]
     assert list(again.items()) == [(8, 8), (7, "end"), (1, "last"), (2, "very last")]
+    store.close()
 
 
 def _saved(space: osp.ObjectSpace) -> osp.MemoryStore:
