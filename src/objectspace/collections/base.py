@@ -33,6 +33,7 @@ __all__ = [
     "ENTRY_MARK",
     "INF",
     "MARK_BYTE",
+    "UINT_SIZES",
     "UNENCODABLE",
     "Emitter",
     "Page",
@@ -69,7 +70,8 @@ def int_key(index: int) -> bytes:
 
 ENTRY_MARK = b"\xc1"
 MARK_BYTE = 0xC1
-_UINT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+UINT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+"""Payload bytes of a msgpack unsigned int by its first byte (beyond the one-byte ints)."""
 
 UNENCODABLE = (SerializationError, TypeError, ValueError, OverflowError, RecursionError)
 """What encoding a key may raise: such a key was never stored, so its delete is skipped."""
@@ -78,7 +80,7 @@ UNENCODABLE = (SerializationError, TypeError, ValueError, OverflowError, Recursi
 def _uint(n: int) -> bytes:
     if n < 0x80:
         return bytes((n,))
-    for code, size in _UINT_SIZES.items():
+    for code, size in UINT_SIZES.items():
         if n < 1 << (8 * size):
             return bytes((code,)) + n.to_bytes(size, "big")
     raise OverflowError(f"{n} does not fit in 64 bits")
@@ -88,7 +90,7 @@ def _read_uint(raw: bytes, at: int) -> tuple[int, int]:
     first = raw[at]
     if first < 0x80:
         return first, at + 1
-    size = _UINT_SIZES[first]
+    size = UINT_SIZES[first]
     return int.from_bytes(raw[at + 1 : at + 1 + size], "big"), at + 1 + size
 
 

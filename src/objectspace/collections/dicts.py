@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import (
     Callable,
     ItemsView,
@@ -18,6 +19,7 @@ from sortedcontainers import SortedDict
 from objectspace.collections.base import (
     ENTRY_MARK,
     MARK_BYTE,
+    UINT_SIZES,
     UNENCODABLE,
     Emitter,
     Page,
@@ -119,6 +121,10 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         """Insertion number by key (empty where order is not kept: every number is 0)."""
         return _NO_NUMBERS
 
+    def _numbers_in_order(self) -> Iterable[int]:
+        """The insertion numbers of the keys, in the dict's order."""
+        return itertools.repeat(0, len(self._data))
+
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         try:
             self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
@@ -138,6 +144,14 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         data = self._data
         if whole:
             rows = out.table(self._t_items)
+            if set(map(type, data)) <= plain:  # every key plain: C-level passes
+                numbers = map(pack_uint, self._numbers_in_order())
+                entries = map(
+                    b"".join,
+                    zip(itertools.repeat(ENTRY_MARK), numbers, map(dumps, data.values())),
+                )
+                rows.update(zip(map(key_dumps, data), entries, strict=True))
+                return
             for key, value in data.items():
                 if type(key) in plain:
                     rows[key_dumps(key)] = ENTRY_MARK + pack_uint(number(key, 0)) + dumps(value)
@@ -179,6 +193,7 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
         numbers: list[int] = []
         old = False
         mark = MARK_BYTE
+        uint_sizes = UINT_SIZES
         for row, raw in reader.items(f"state/item/{object_id}/items"):
             if not raw or raw[0] != mark:
                 old = True
@@ -187,10 +202,16 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
                 numbers.append(len(numbers))
                 continue
             second = raw[1]
-            if second < 0x80:  # no spelling, a small number: the common row
+            if second < 0x80:  # no spelling, a number below 128
                 keys.append(row)
                 numbers.append(second)
                 values.append(raw[2:])
+                continue
+            size = uint_sizes.get(second)
+            if size is not None:  # no spelling, a larger number
+                keys.append(row)
+                numbers.append(int.from_bytes(raw[2 : 2 + size], "big"))
+                values.append(raw[2 + size :])
                 continue
             entry = unpack_entry(raw)
             assert entry is not None
@@ -302,17 +323,23 @@ class PersistedDict(_DictBase):
     def _numbers(self) -> dict[Any, int]:
         return self._order
 
+    def _numbers_in_order(self) -> Iterable[int]:
+        return map(self._order.__getitem__, self._data)
+
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedDict:
         data, numbers, old = cls._load_entries(object_id, reader, loads)
-        obj = cls(space, object_id, data)
         if old:
+            obj = cls(space, object_id, data)
             obj._rewrite(set(data))
-        else:
-            obj._order = numbers
-            obj._next = max(numbers.values(), default=-1) + 1
+            return obj
+        obj = cls(space, object_id)
+        obj._data = data
+        obj._order = numbers
+        obj._next = max(numbers.values(), default=-1) + 1
+        obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
         return obj
 
 

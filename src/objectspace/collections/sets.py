@@ -103,6 +103,9 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         encode_key = out.encode_key
         if whole:
             rows = out.table(self._t_items)
+            if set(map(type, self._data)) <= plain:  # every element plain: C-level passes
+                rows.update(dict.fromkeys(map(key_dumps, self._data), ENTRY_MARK))
+                return
             for value in self._data:
                 if type(value) in plain:
                     rows[key_dumps(value)] = ENTRY_MARK
