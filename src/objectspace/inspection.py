@@ -139,7 +139,12 @@ from objectspace.collections import (
 from objectspace.errors import CheckpointError, StorageError
 from objectspace.keygroups import Key
 from objectspace.operators.state import key_prefix
-from objectspace.serialization import Serializer, serializer_by_name, to_tagged_json
+from objectspace.serialization import (
+    MsgpackSerializer,
+    Serializer,
+    serializer_by_name,
+    to_tagged_json,
+)
 from objectspace.space import ObjectSpace
 from objectspace.storage.urls import redact_text, redact_url
 
@@ -761,8 +766,11 @@ def _slot_changes(old: PersistedObject, new: PersistedObject) -> list[dict[str, 
         a = [v for _, v in _pairs(old)]
         b = [v for _, v in _pairs(new)]
         return _sequence_changes(a, b)
-    before = {json_text(k): (k, v) for k, v in _pairs(old)}
-    after = {json_text(k): (k, v) for k, v in _pairs(new)}
+    # Keys match by their stored (canonical) encoding, as the collections do: 1, 1.0 and
+    # True are one key, whichever spelling each checkpoint holds.
+    stored_key = _stored_key(new)
+    before = {stored_key(k): (k, v) for k, v in _pairs(old)}
+    after = {stored_key(k): (k, v) for k, v in _pairs(new)}
     is_set = isinstance(old, PersistedSet | PersistedSortedSet)
     changes: list[tuple[Any, dict[str, Any]]] = []
     for text, (k, v) in before.items():
@@ -790,6 +798,13 @@ def _slot_changes(old: PersistedObject, new: PersistedObject) -> list[dict[str, 
                 )
             )
     return [entry for _, entry in _sort_pairs(changes)]
+
+
+def _stored_key(obj: PersistedObject) -> Callable[[Any], bytes]:
+    """The row key a dict key or set element of ``obj`` is stored under."""
+    space = obj._space
+    encode_key = (space.serializer if space is not None else MsgpackSerializer()).encode_key
+    return lambda key: encode_key(key)[0]
 
 
 def _sequence_changes(a: list[Any], b: list[Any]) -> list[dict[str, Any]]:

@@ -9,18 +9,24 @@ Three serializers share one small interface, :class:`Serializer`:
 * :class:`PickleSerializer` — any picklable value; opt-in only, never the default, because
   unpickling state that someone else wrote executes their code.
 
-Equal values encode to equal bytes within one serializer (dict keys and set elements are
-stored under their encoding), except across types that Python itself treats as equal
-(``1``, ``1.0`` and ``True``), which should not be mixed as keys of one collection.
+Dict keys and set elements are stored under their *canonical* encoding
+(:meth:`Serializer.encode_key`), which is equal for keys that Python treats as equal: ``1``,
+``1.0`` and ``True``; ``0.0`` and ``-0.0``; aware datetimes of one instant in any time zone;
+equal frozensets whatever their iteration order; tuples of such. A NaN key is refused
+(NaN is not equal to itself, so it could never be found again after a restore).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as _dt
+import decimal
+import fractions
 import functools
+import io
 import json
 import math
+import numbers
 import pickle
 import threading
 from collections.abc import Callable
@@ -31,10 +37,13 @@ import msgpack
 from objectspace.errors import SerializationError
 
 __all__ = [
+    "PLAIN_KEY_TYPES",
     "JsonSerializer",
     "MsgpackSerializer",
     "PickleSerializer",
     "Serializer",
+    "canonical_key",
+    "encode_key_with",
     "serializer_by_name",
     "to_tagged_json",
 ]
@@ -70,6 +79,43 @@ class Serializer:
         object)."""
         return self.loads
 
+    @property
+    def raw_key_dumps(self) -> Callable[[Any], bytes]:
+        """A key of a type in :data:`PLAIN_KEY_TYPES` as :meth:`encode_key` stores it, one
+        C-level call where it can be; like :attr:`raw_dumps` it may raise ``TypeError``,
+        ``ValueError`` or ``OverflowError`` (msgpack: an int beyond 64 bits, which
+        :meth:`encode_key` stores). Equal keys give equal bytes (pickle overrides it: its
+        memo would not)."""
+        return self.raw_dumps
+
+    @property
+    def _canonical_dumps(self) -> Callable[[Any], bytes]:
+        """How :meth:`encode_key` turns a canonical key into bytes."""
+        return self.raw_key_dumps
+
+    @property
+    def raw_encode_key(self) -> Callable[[Any], tuple[bytes, bool]]:
+        """:meth:`encode_key` without the error translation (raises ``TypeError``,
+        ``ValueError`` or ``OverflowError``), for bulk encoding by a save."""
+        return functools.partial(_encode_key, dumps=self._canonical_dumps)
+
+    def encode_key(self, key: Any) -> tuple[bytes, bool]:
+        """The stored key of a dict key or set element, and whether it is *exact*.
+
+        The bytes are the encoding of :func:`canonical_key` (equal for Python-equal keys).
+        Exact means that decoding them gives ``key`` back with its types (``"a"``, ``1``,
+        ``(1, "a")``); otherwise (``True``, ``1.0``, a frozenset, an aware datetime not in
+        UTC) the collection stores the key's own encoding beside it. Raises
+        :class:`~objectspace.errors.SerializationError` for a key that cannot be encoded
+        (or a NaN key).
+        """
+        try:
+            return _encode_key(key, self._canonical_dumps)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise SerializationError(
+                f"{self.name} cannot encode the key {_describe(key)}: {exc}"
+            ) from exc
+
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other)
 
@@ -86,6 +132,7 @@ _EXT_DATETIME = 2
 _EXT_DATE = 3
 _EXT_SET = 4
 _EXT_FROZENSET = 5
+_EXT_BIGINT = 6  # an int beyond 64 bits, as decimal digits: only in stored keys
 
 
 class MsgpackSerializer(Serializer):
@@ -167,6 +214,25 @@ class MsgpackSerializer(Serializer):
             raise SerializationError(f"msgpack cannot encode {_describe(value)}: {exc}") from exc
 
     @property
+    def raw_key_dumps(self) -> Callable[[Any], bytes]:
+        pack: Callable[[Any], bytes] = self._packer().pack
+        return pack
+
+    @property
+    def _canonical_dumps(self) -> Callable[[Any], bytes]:
+        # A canonical key may hold an int beyond 64 bits (the canonical form of 1e300).
+        return self._key_dumps
+
+    def _key_dumps(self, key: Any) -> bytes:
+        packer = self._packer()
+        try:
+            data: bytes = packer.pack(key)
+        except OverflowError:
+            packer.reset()
+            data = packer.pack(_bigints_as_ext(key))
+        return data
+
+    @property
     def raw_dumps(self) -> Callable[[Any], bytes]:
         # The calling thread's packer (it resets itself after a failed pack): one C-level
         # call per value, no Python frame.
@@ -182,6 +248,19 @@ class MsgpackSerializer(Serializer):
     @property
     def raw_loads(self) -> Callable[[bytes], Any]:
         return _RAW_UNPACKB
+
+
+def _bigints_as_ext(key: Any) -> Any:
+    """A canonical key with its ints beyond 64 bits as extension values."""
+    if type(key) is int:
+        if -(1 << 63) <= key < 1 << 64:
+            return key
+        return msgpack.ExtType(_EXT_BIGINT, str(key).encode("ascii"))
+    if type(key) is tuple:
+        return tuple(_bigints_as_ext(part) for part in key)
+    if isinstance(key, _SortedFrozenset):
+        return _SortedFrozenset._make(tuple(_bigints_as_ext(part) for part in key))
+    return key
 
 
 def _unpack_all(data: bytes) -> list[Any]:
@@ -201,6 +280,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return set(_unpackb(data))
     if code == _EXT_FROZENSET:
         return frozenset(_unpackb(data))
+    if code == _EXT_BIGINT:
+        return int(data.decode("ascii"))
     return msgpack.ExtType(code, data)
 
 
@@ -333,11 +414,135 @@ class PickleSerializer(Serializer):
         except Exception as exc:
             raise SerializationError(f"pickle cannot encode {_describe(value)}: {exc}") from exc
 
+    @property
+    def raw_key_dumps(self) -> Callable[[Any], bytes]:
+        return _pickle_without_memo
+
     def loads(self, data: bytes) -> Any:
         try:
             return pickle.loads(data)
         except Exception as exc:
             raise SerializationError(f"pickle cannot decode {len(data)} bytes: {exc}") from exc
+
+
+def _pickle_without_memo(value: Any) -> bytes:
+    # Without the memo, equal keys pickle equal whether or not they share sub-objects
+    # (``("ab", "ab")`` with one string object or two); keys are never recursive.
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=5)
+    pickler.fast = True
+    try:
+        pickler.dump(value)
+    except (TypeError, ValueError, OverflowError):
+        raise
+    except Exception as exc:  # pickle raises whatever the value's reduction raises
+        raise TypeError(f"pickle cannot encode it: {exc}") from exc
+    return buffer.getvalue()
+
+
+# Keys of these exact types are their own canonical form, and decode back unchanged.
+PLAIN_KEY_TYPES: frozenset[type] = frozenset({str, int, bytes, type(None)})
+
+
+class _SortedFrozenset(frozenset[Any]):
+    """A frozenset that iterates in the order given: the canonical form of a frozenset key.
+
+    With pickle, stored keys name ``_SortedFrozenset._make``: part of the stored format.
+    """
+
+    __slots__ = ("_order",)
+    _order: tuple[Any, ...]
+
+    def __iter__(self) -> Any:
+        return iter(self._order)
+
+    def __reduce__(self) -> Any:
+        return (_SortedFrozenset._make, (self._order,))
+
+    @staticmethod
+    def _make(order: tuple[Any, ...]) -> _SortedFrozenset:
+        made = _SortedFrozenset(order)
+        made._order = order
+        return made
+
+
+def _canonical_number(key: Any) -> tuple[Any, bool]:
+    if isinstance(key, bool):
+        return int(key), False
+    if isinstance(key, int):
+        return int(key), type(key) is int
+    if isinstance(key, float):
+        if math.isnan(key):
+            raise ValueError("a NaN key is not equal to itself and could never be found again")
+        if key.is_integer():
+            return int(key), False
+        return float(key), type(key) is float
+    if isinstance(key, complex):
+        if key.imag == 0:
+            return _canonical_number(key.real)[0], False
+        if math.isnan(key.real) or math.isnan(key.imag):
+            raise ValueError("a NaN key is not equal to itself and could never be found again")
+        return key, True
+    if isinstance(key, decimal.Decimal | fractions.Fraction):
+        if isinstance(key, decimal.Decimal) and not key.is_finite():
+            return _canonical_number(float(key))[0], False
+        exact = fractions.Fraction(key)
+        if exact.denominator == 1:
+            return exact.numerator, False
+        if float(exact) == exact:
+            return float(exact), False
+        return exact, type(key) is fractions.Fraction
+    return key, True
+
+
+def canonical_key(key: Any, dumps: Callable[[Any], bytes]) -> tuple[Any, bool]:
+    """``key`` in a form that is equal for Python-equal keys, and whether that is ``key``
+    itself (exact).
+
+    Integral floats, bools (and Decimal/Fraction/complex numbers equal to one) become
+    ``int``; ``-0.0`` becomes ``0``; aware datetimes become UTC; frozensets iterate in the
+    order of their canonical elements' encodings (``dumps``); tuples are canonical element by
+    element. Other values are their own canonical form (with pickle, a key of another type is
+    stored under its pickle: give such keys equal pickles when they are equal). Raises
+    ``ValueError`` for a NaN anywhere in the key. Cost: O(size of the key).
+    """
+    kind = type(key)
+    if kind in PLAIN_KEY_TYPES:
+        return key, True
+    if kind is tuple:
+        parts = [canonical_key(part, dumps) for part in key]
+        if all(exact for _, exact in parts):
+            return key, True
+        return tuple(part for part, _ in parts), False
+    if isinstance(key, numbers.Number):
+        return _canonical_number(key)
+    if isinstance(key, _dt.datetime):
+        if key.tzinfo is not None and key.utcoffset() is not None:
+            utc = key.astimezone(_dt.UTC)
+            return utc, key.tzinfo is _dt.UTC and kind is _dt.datetime
+        return key, kind is _dt.datetime
+    if isinstance(key, frozenset):
+        pairs = sorted(
+            ((dumps(canon), canon) for canon, _ in (canonical_key(e, dumps) for e in key)),
+            key=lambda pair: pair[0],
+        )
+        return _SortedFrozenset._make(tuple(canon for _, canon in pairs)), False
+    if isinstance(key, tuple):
+        return canonical_key(tuple(key), dumps)[0], False
+    return key, True
+
+
+def encode_key_with(key: Any, dumps: Callable[[Any], bytes]) -> tuple[bytes, bool]:
+    """:meth:`Serializer.encode_key` with the canonical key encoded by ``dumps`` (which may
+    raise ``TypeError``, ``ValueError`` or ``OverflowError``)."""
+    return _encode_key(key, dumps)
+
+
+def _encode_key(key: Any, dumps: Callable[[Any], bytes]) -> tuple[bytes, bool]:
+    if type(key) in PLAIN_KEY_TYPES:
+        return dumps(key), True
+    canon, exact = canonical_key(key, dumps)
+    return dumps(canon), exact
 
 
 def _describe(value: Any) -> str:

@@ -224,7 +224,8 @@ class ObjectSpace:
         and leaves the writer, the store and the space's edit pages as they were.
         """
         full = writer.kind is CheckpointKind.FULL
-        out = Emitter(self._serializer.raw_dumps)
+        codec = self._serializer
+        out = Emitter(codec.raw_dumps, codec.raw_encode_key, codec.raw_key_dumps)
         index = out.table(INDEX_TABLE)
         deleted = self._pending_deleted | self._deleted
         if not full:
@@ -263,9 +264,15 @@ class ObjectSpace:
     def _explain(self, obj: PersistedObject, page: Page, whole: bool, exc: Exception) -> NoReturn:
         """Re-emit ``obj`` with the checking encoder, for the error that names the value."""
         try:
-            obj._emit(Emitter(self._serializer.dumps), page, whole)
+            codec = self._serializer
+            obj._emit(Emitter(codec.dumps, codec.encode_key, codec.raw_key_dumps), page, whole)
         except SerializationError as explained:
             raise SerializationError(f"cannot save {obj.KIND} {obj.id!r}: {explained}") from exc
+        except Exception as other:  # e.g. a key whose __hash__ or __eq__ raises while saved
+            raise SerializationError(
+                f"cannot save {obj.KIND} {obj.id!r}: one of its keys or values raised "
+                f"{type(other).__name__} while it was saved"
+            ) from other
         raise exc
 
     def on_saved(self) -> None:

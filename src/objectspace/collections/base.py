@@ -13,19 +13,35 @@ table delete instead of a delete per element), and whether its metadata changed.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import msgpack
+
 from objectspace.collections._impl import ObjectBase
-from objectspace.errors import ObjectDeletedError
+from objectspace.errors import ObjectDeletedError, SerializationError
+from objectspace.serialization import encode_key_with
 from objectspace.storage.base import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 
-__all__ = ["INF", "Emitter", "Page", "PersistedObject", "int_key"]
+__all__ = [
+    "ENTRY_MARK",
+    "INF",
+    "MARK_BYTE",
+    "UINT_SIZES",
+    "UNENCODABLE",
+    "Emitter",
+    "Page",
+    "PersistedObject",
+    "int_key",
+    "pack_entry",
+    "unpack_entry",
+]
 
 INF = sys.maxsize
 
@@ -36,6 +52,76 @@ _NONE: frozenset[Any] = frozenset()
 def int_key(index: int) -> bytes:
     """The stored key of an integer slot: its decimal digits (``3`` → ``b"3"``)."""
     return b"%d" % index
+
+
+# -- the row layout of dict entries and set elements ------------------------------------------
+#
+# A dict or set row is keyed by the canonical encoding of the key (Serializer.encode_key), so
+# Python-equal keys share one row. Its value starts with ENTRY_MARK, a byte that msgpack never
+# uses and that starts neither JSON text nor a pickle: that is how a row written before this
+# layout (a dict row holding just the encoded value, a set row holding b"") is told apart.
+#
+#   dict row:  MARK [MARK <uint len> <key's own encoding>] <uint insertion seq> <value>
+#   set row:   MARK [MARK <key's own encoding>]
+#
+# The bracketed part is there only when decoding the row key would not give back the key
+# Python holds (True for 1, 1.0, a frozenset, an aware datetime not in UTC); uints are
+# msgpack unsigned ints. Sorted dicts write seq 0.
+
+ENTRY_MARK = b"\xc1"
+MARK_BYTE = 0xC1
+UINT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+"""Payload bytes of a msgpack unsigned int by its first byte (beyond the one-byte ints)."""
+
+UNENCODABLE = (SerializationError, TypeError, ValueError, OverflowError, RecursionError)
+"""What encoding a key may raise: such a key was never stored, so its delete is skipped."""
+
+
+def _uint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    for code, size in UINT_SIZES.items():
+        if n < 1 << (8 * size):
+            return bytes((code,)) + n.to_bytes(size, "big")
+    raise OverflowError(f"{n} does not fit in 64 bits")
+
+
+def _read_uint(raw: bytes, at: int) -> tuple[int, int]:
+    first = raw[at]
+    if first < 0x80:
+        return first, at + 1
+    size = UINT_SIZES[first]
+    return int.from_bytes(raw[at + 1 : at + 1 + size], "big"), at + 1 + size
+
+
+def pack_entry(seq: int, spelling: bytes | None, value: bytes) -> bytes:
+    """A dict row's value: insertion number ``seq``, the key's own encoding when the row key
+    does not decode to it (``spelling``), and the encoded ``value``."""
+    if spelling is None:
+        return ENTRY_MARK + _uint(seq) + value
+    return b"\xc1\xc1" + _uint(len(spelling)) + spelling + _uint(seq) + value
+
+
+def unpack_entry(raw: bytes) -> tuple[int, bytes | None, bytes] | None:
+    """``(seq, spelling or None, value)`` of a dict row, or ``None`` for a row of the layout
+    before insertion order (its value is just the encoded value). Raises ``KeyError`` or
+    ``IndexError`` for a damaged row."""
+    if not raw or raw[0] != MARK_BYTE:
+        return None
+    spelling = None
+    at = 1
+    if raw[1] == MARK_BYTE:
+        length, at = _read_uint(raw, 2)
+        spelling = raw[at : at + length]
+        if len(spelling) != length:
+            raise IndexError(f"the key's encoding is cut short ({len(spelling)} of {length})")
+        at += length
+    seq, at = _read_uint(raw, at)
+    return seq, spelling, raw[at:]
+
+
+def _default_encode_key(dumps: Callable[[Any], bytes]) -> Callable[[Any], tuple[bytes, bool]]:
+    return functools.partial(encode_key_with, dumps=dumps)
 
 
 class Page:
@@ -88,10 +174,22 @@ class Page:
 class Emitter:
     """Collects one save's edits as normalised :class:`TableChanges`, before any reach a writer."""
 
-    __slots__ = ("changes", "dumps")
+    __slots__ = ("changes", "dumps", "encode_key", "key_dumps", "pack_uint")
 
-    def __init__(self, dumps: Callable[[Any], bytes]) -> None:
+    def __init__(
+        self,
+        dumps: Callable[[Any], bytes],
+        encode_key: Callable[[Any], tuple[bytes, bool]] | None = None,
+        key_dumps: Callable[[Any], bytes] | None = None,
+    ) -> None:
         self.dumps = dumps
+        # (canonical key bytes, exact) of a dict key or set element: see Serializer.encode_key.
+        self.encode_key = encode_key if encode_key is not None else _default_encode_key(dumps)
+        # The stored key of a key whose type is in PLAIN_KEY_TYPES: Serializer.raw_key_dumps.
+        self.key_dumps = key_dumps if key_dumps is not None else dumps
+        # A msgpack unsigned int (a dict entry's insertion number), one C call; a packer of
+        # this save's own, as packers are not thread-safe.
+        self.pack_uint: Callable[[int], bytes] = msgpack.Packer(autoreset=True).pack
         self.changes: dict[str, TableChanges] = {}
 
     def table(self, name: str) -> dict[bytes, Any]:
@@ -192,6 +290,14 @@ class PersistedObject(ObjectBase):
         self._cleared = False
         self._new = False
         self._reset_extra()
+
+    def _rewrite(self, slots: set[Any]) -> None:
+        """Replace the object's rows with ``slots`` at the next save (a table delete, then a
+        row per slot): for a table read in the layout before canonical keys, whose rows are
+        keyed by each key's own encoding, so later edits would not find them."""
+        self._touch()
+        self._cleared = True
+        self._dirty = slots
 
     def _reset_extra(self) -> None:
         """Reset kind-specific parts of the current page."""

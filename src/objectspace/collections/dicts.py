@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import (
     Callable,
     ItemsView,
+    Iterable,
     Iterator,
     KeysView,
     MutableMapping,
@@ -15,8 +17,19 @@ from typing import TYPE_CHECKING, Any
 from sortedcontainers import SortedDict
 from sortedcontainers.sorteddict import SortedItemsView, SortedKeysView, SortedValuesView
 
-from objectspace.collections.base import Emitter, Page, PersistedObject
-from objectspace.storage.base import StateReader
+from objectspace.collections.base import (
+    ENTRY_MARK,
+    MARK_BYTE,
+    UINT_SIZES,
+    UNENCODABLE,
+    Emitter,
+    Page,
+    PersistedObject,
+    pack_entry,
+    unpack_entry,
+)
+from objectspace.serialization import PLAIN_KEY_TYPES
+from objectspace.storage.base import DELETED, StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
@@ -54,7 +67,13 @@ class _SortedItems(SortedItemsView):  # type: ignore[misc]
 
 
 class _DictBase(PersistedObject, MutableMapping[Any, Any]):
-    """Shared by both dicts: ``items: <encoded key> = <encoded value>``, a row per changed key."""
+    """Shared by both dicts: ``items: <canonical key> = <entry>``, a row per changed key.
+
+    Python-equal keys (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
+    encoding (:meth:`~objectspace.Serializer.encode_key`); the entry (see
+    :func:`~objectspace.collections.base.pack_entry`) holds the insertion number, the key
+    Python holds when the row key does not decode to it, and the value.
+    """
 
     __slots__ = ("_data",)
     _data: Any
@@ -141,33 +160,226 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._id!r}: {dict(self._data)!r}>"
 
+    def _held(self, slot: Any) -> Any:
+        """The key object the dict holds for the live key ``slot`` (an equal key, perhaps
+        spelled otherwise), or ``_MISSING`` when that is plain (its own canonical form)."""
+        raise NotImplementedError
+
+    def _numbers(self) -> dict[Any, int]:
+        """Insertion number by key (empty where order is not kept: every number is 0)."""
+        return _NO_NUMBERS
+
+    def _numbers_in_order(self) -> Iterable[int]:
+        """The insertion numbers of the keys, in the dict's order."""
+        return itertools.repeat(0, len(self._data))
+
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
         dumps = out.dumps
+        key_dumps = out.key_dumps
+        encode_key = out.encode_key
+        pack_uint = out.pack_uint
+        number = self._numbers().get
         data = self._data
         if whole:
             rows = out.table(self._t_items)
+            if set(map(type, data)) <= plain:  # every key plain: C-level passes
+                numbers = map(pack_uint, self._numbers_in_order())
+                entries = map(
+                    b"".join,
+                    zip(itertools.repeat(ENTRY_MARK), numbers, map(dumps, data.values())),
+                )
+                rows.update(zip(map(key_dumps, data), entries, strict=True))
+                return
             for key, value in data.items():
-                rows[dumps(key)] = dumps(value)
-        else:
-            self._emit_slots(out, self._t_items, page, data.__contains__, data.__getitem__, dumps)
+                if type(key) in plain:
+                    rows[key_dumps(key)] = ENTRY_MARK + pack_uint(number(key, 0)) + dumps(value)
+                else:
+                    row, exact = encode_key(key)
+                    spelling = None if exact else dumps(key)
+                    rows[row] = pack_entry(number(key, 0), spelling, dumps(value))
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        held = self._held
+        for slot in page.slots:
+            if slot in data:
+                # The slot is the key as the edit spelled it; the row keeps the dict's.
+                key = held(slot)
+                if key is _MISSING:
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
+                else:
+                    row, exact = encode_key(key)
+                    spelling = None if exact else dumps(key)
+                    rows[row] = pack_entry(number(key, 0), spelling, dumps(data[key]))
+            elif not page.cleared:
+                try:
+                    row = encode_key(slot)[0]
+                except UNENCODABLE:
+                    continue  # a key that cannot be encoded was never stored
+                rows[row] = DELETED
 
     @classmethod
-    def _load_items(
+    def _load_entries(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> Iterator[tuple[Any, Any]]:
-        rows = reader.table(f"state/item/{object_id}/items")
-        return zip(map(loads, rows.keys()), map(loads, rows.values()), strict=True)
+    ) -> tuple[dict[Any, Any], dict[Any, int], bool]:
+        """The dict in insertion order, the insertion number by key, and whether a row of
+        the layout before insertion order was read (the caller rewrites those)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        numbers: list[int] = []
+        old = False
+        mark = MARK_BYTE
+        uint_sizes = UINT_SIZES
+        for row, raw in reader.items(f"state/item/{object_id}/items"):
+            if not raw or raw[0] != mark:
+                old = True
+                keys.append(row)
+                values.append(raw)
+                numbers.append(len(numbers))
+                continue
+            second = raw[1]
+            if second < 0x80:  # no spelling, a number below 128
+                keys.append(row)
+                numbers.append(second)
+                values.append(raw[2:])
+                continue
+            size = uint_sizes.get(second)
+            if size is not None:  # no spelling, a larger number
+                keys.append(row)
+                numbers.append(int.from_bytes(raw[2 : 2 + size], "big"))
+                values.append(raw[2 + size :])
+                continue
+            entry = unpack_entry(raw)
+            assert entry is not None
+            seq, spelling, value = entry
+            keys.append(row if spelling is None else spelling)
+            numbers.append(seq)
+            values.append(value)
+        decoded = list(map(loads, keys))
+        loaded = list(map(loads, values))
+        if numbers != sorted(numbers):
+            by_number = sorted(range(len(numbers)), key=numbers.__getitem__)
+            decoded = [decoded[i] for i in by_number]
+            loaded = [loaded[i] for i in by_number]
+            numbers = [numbers[i] for i in by_number]
+        return (
+            dict(zip(decoded, loaded, strict=True)),
+            dict(zip(decoded, numbers, strict=True)),
+            old,
+        )
+
+
+_NO_NUMBERS: dict[Any, int] = {}
 
 
 class PersistedDict(_DictBase):
-    """A dict (``collections.abc.MutableMapping``); get, set and delete are O(1)."""
+    """A dict (``collections.abc.MutableMapping``); get, set and delete are O(1).
+
+    Restores in insertion order, like ``dict``: each row holds the key's insertion number
+    (updating a key keeps its place; deleting and inserting it again moves it to the end).
+    """
 
     KIND = "Dict"
-    __slots__ = ()
+    __slots__ = ("_next", "_order", "_spell")
 
     def __init__(self, space: ObjectSpace, object_id: str, data: dict[Any, Any] | None = None):
         super().__init__(space, object_id)
         self._data: dict[Any, Any] = data if data is not None else {}
+        # Kept up to date by each save (never by an edit, so edits cost what they did):
+        # the insertion number of every live key, numbers increasing in the dict's order,
+        # and the live keys whose type is not in PLAIN_KEY_TYPES, each mapped to the key
+        # object the dict holds. Both may keep removed keys until the next save.
+        self._order: dict[Any, int] = {key: i for i, key in enumerate(self._data)}
+        self._next = len(self._order)
+        self._spell: dict[Any, Any] = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
+
+    def _rewrite_all(self) -> None:
+        # Every key is rewritten and renumbered in the dict's order; the old numbers may
+        # still hold a removed key whose comparisons raise, so they are dropped unread.
+        super()._rewrite_all()
+        self._order = {}
+        self._spell = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
+
+    def _number(self, keys: Iterable[Any], prev: int) -> None:
+        """Give ``keys`` (live, held key objects, in dict order, after a key numbered
+        ``prev``) increasing insertion numbers: each keeps its number if that is still
+        greater than the one before, else gets a new one; note their spellings. O(len(keys))."""
+        order = self._order
+        spell = self._spell
+        fresh = self._next
+        for key in keys:
+            number = order.get(key)
+            if number is None or number <= prev:
+                number = order[key] = fresh
+                fresh += 1
+            prev = number
+            if type(key) in PLAIN_KEY_TYPES:
+                if spell:
+                    spell.pop(key, None)
+            else:
+                spell[key] = key
+        self._next = fresh
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        data = self._data
+        if whole or page.cleared:
+            # Every key is written: number them all, and forget removed keys.
+            plain = PLAIN_KEY_TYPES
+            self._spell = {k: k for k in data if type(k) not in plain}
+            first = self._next
+            if not self._order:  # a new dict: numbered in its order, in C-level passes
+                self._order = dict(zip(data, range(first, first + len(data)), strict=True))
+                self._next = first + len(data)
+                return super()._emit(out, page, whole)
+            numbers: list[Any] = list(map(self._order.get, data))
+            if None in numbers or numbers != sorted(numbers):
+                self._number(data, -1)
+                order = self._order
+                self._order = {key: order[key] for key in data}
+            else:  # nothing inserted since the last save
+                self._order = dict(zip(data, numbers, strict=True))
+        else:
+            # Keys inserted since the last save sit at the end of the dict, after every key
+            # this page did not touch: number that tail (O(keys touched), not O(len)).
+            slots = page.slots
+            tail = []
+            prev = -1
+            for key in reversed(data):
+                if key not in slots:
+                    prev = self._order[key]
+                    break
+                tail.append(key)
+            tail.reverse()
+            self._number(tail, prev)
+            for slot in slots:
+                if slot not in data:
+                    self._order.pop(slot, None)
+                    self._spell.pop(slot, None)
+        super()._emit(out, page, whole)
+
+    def _held(self, slot: Any) -> Any:
+        # Every live key was noted by _number (here or at an earlier save) or at load,
+        # unless plain: then it is its own canonical form, the one any equal slot encodes to.
+        spell = self._spell
+        return spell.get(slot, _MISSING) if spell else _MISSING
+
+    def _numbers(self) -> dict[Any, int]:
+        return self._order
+
+    def _numbers_in_order(self) -> Iterable[int]:
+        return map(self._order.__getitem__, self._data)
 
     def __reversed__(self) -> Iterator[Any]:
         """The keys, the last inserted first (``Mapping`` itself is not reversible)."""
@@ -189,7 +401,17 @@ class PersistedDict(_DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedDict:
-        return cls(space, object_id, dict(cls._load_items(object_id, reader, loads)))
+        data, numbers, old = cls._load_entries(object_id, reader, loads)
+        if old:
+            obj = cls(space, object_id, data)
+            obj._rewrite(set(data))
+            return obj
+        obj = cls(space, object_id)
+        obj._data = data
+        obj._order = numbers
+        obj._next = max(numbers.values(), default=-1) + 1
+        obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
+        return obj
 
 
 class PersistedSortedDict(_DictBase):
@@ -238,6 +460,11 @@ class PersistedSortedDict(_DictBase):
         """A read-only view of the (key, value) pairs, in key order; indexable."""
         return _SortedItems(self._data)
 
+    def _held(self, slot: Any) -> Any:
+        # The sorted key list holds the dict's key objects: O(log n).
+        data = self._data
+        return data.peekitem(data.index(slot))[0]
+
     def irange(
         self,
         minimum: Any = None,
@@ -272,4 +499,8 @@ class PersistedSortedDict(_DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSortedDict:
-        return cls(space, object_id, cls._load_items(object_id, reader, loads))
+        data, _, old = cls._load_entries(object_id, reader, loads)
+        obj = cls(space, object_id, data)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedSet
 
-from objectspace.collections.base import Emitter, Page, PersistedObject
+from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, Page, PersistedObject
+from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.storage.base import DELETED, StateReader
 
 if TYPE_CHECKING:
@@ -16,11 +17,24 @@ if TYPE_CHECKING:
 __all__ = ["PersistedSet", "PersistedSortedSet"]
 
 
-class _SetBase(PersistedObject, MutableSet[Any]):
-    """Shared by both sets: ``items: <encoded element> = b""``, one row per changed element."""
+_SPELLED = ENTRY_MARK + ENTRY_MARK
+_MISSING: Any = object()
 
-    __slots__ = ("_data",)
+
+class _SetBase(PersistedObject, MutableSet[Any]):
+    """Shared by both sets: ``items: <canonical element> = <mark>``, a row per changed element.
+
+    Python-equal elements (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
+    encoding (:meth:`~objectspace.Serializer.encode_key`); its value is
+    :data:`~objectspace.collections.base.ENTRY_MARK`, followed by the element's own encoding
+    when the row key does not decode to the element the set holds.
+    """
+
+    __slots__ = ("_data", "_spell")
     _data: Any
+    # The live elements whose type is not in PLAIN_KEY_TYPES, each mapped to the object the
+    # set holds, so a save stores that spelling whatever spelling the edit used.
+    _spell: dict[Any, Any]
 
     def add(self, value: Any) -> None:
         """Add ``value``; the checkpoint writes one row if it was absent."""
@@ -30,6 +44,8 @@ class _SetBase(PersistedObject, MutableSet[Any]):
             self._data.add(value)
             try:
                 self._dirty.add(value)
+                if type(value) not in PLAIN_KEY_TYPES:
+                    self._spell[value] = value
             except BaseException:
                 self._rewrite_all()
                 raise
@@ -42,6 +58,8 @@ class _SetBase(PersistedObject, MutableSet[Any]):
             self._data.discard(value)
             try:
                 self._dirty.add(value)
+                if self._spell:
+                    self._spell.pop(value, None)
             except BaseException:
                 self._rewrite_all()
                 raise
@@ -54,6 +72,7 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         """
         self._cleared = True
         self._dirty = set(self._data)
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
 
     def clear(self) -> None:
         """Remove every element. O(1) writes: one table delete."""
@@ -62,6 +81,7 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         self._data.clear()
         self._cleared = True
         self._dirty = set()
+        self._spell = {}
 
     @classmethod
     def _from_iterable(cls, values: Iterable[Any]) -> set[Any]:
@@ -86,27 +106,77 @@ class _SetBase(PersistedObject, MutableSet[Any]):
         return f"<{type(self).__name__} {self._id!r}: {set(self._data)!r}>"
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
         dumps = out.dumps
+        key_dumps = out.key_dumps
+        encode_key = out.encode_key
         if whole:
             rows = out.table(self._t_items)
+            if set(map(type, self._data)) <= plain:  # every element plain: C-level passes
+                rows.update(dict.fromkeys(map(key_dumps, self._data), ENTRY_MARK))
+                return
             for value in self._data:
-                rows[dumps(value)] = b""
-        else:
-            if page.cleared:
-                out.truncate(self._t_items)
-            rows = out.table(self._t_items)
-            data = self._data
-            for value in page.slots:
-                if value in data:
-                    rows[dumps(value)] = b""
-                elif not page.cleared:
-                    rows[dumps(value)] = DELETED
+                if type(value) in plain:
+                    rows[key_dumps(value)] = ENTRY_MARK
+                else:
+                    row, exact = encode_key(value)
+                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        data = self._data
+        spell = self._spell
+        for slot in page.slots:
+            if slot in data:
+                # The slot is the element as the edit spelled it; the row keeps the set's.
+                # Not in _spell: the set holds a plain element, which is its own canonical
+                # form, the one any equal slot encodes to.
+                value = spell.get(slot, _MISSING) if spell else _MISSING
+                if value is _MISSING:
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK
+                else:
+                    row, exact = encode_key(value)
+                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+            elif not page.cleared:
+                try:
+                    row = encode_key(slot)[0]
+                except UNENCODABLE:
+                    continue  # an element that cannot be encoded was never stored
+                rows[row] = DELETED
 
     @classmethod
     def _load_elements(
         cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> list[Any]:
-        return list(map(loads, reader.keys(f"state/item/{object_id}/items")))
+    ) -> tuple[list[Any], bool]:
+        """The elements, and whether a row of the layout before canonical keys was read."""
+        rows = reader.table(f"state/item/{object_id}/items")
+        marks = list(rows.values())
+        if marks.count(ENTRY_MARK) == len(marks):  # no spelled element: C-level passes
+            return list(map(loads, rows.keys())), False
+        elements = []
+        old = False
+        for row, raw in rows.items():
+            if raw == ENTRY_MARK:
+                elements.append(loads(row))
+            elif raw[:2] == _SPELLED:
+                elements.append(loads(raw[2:]))
+            elif not raw:
+                old = True
+                elements.append(loads(row))
+            else:
+                raise ValueError(f"a row holds {len(raw)} bytes that are not an element mark")
+        return elements, old
 
 
 class PersistedSet(_SetBase):
@@ -118,12 +188,17 @@ class PersistedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: set[Any] = set(data)
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
 
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSet:
-        return cls(space, object_id, cls._load_elements(object_id, reader, loads))
+        elements, old = cls._load_elements(object_id, reader, loads)
+        obj = cls(space, object_id, elements)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj
 
 
 class PersistedSortedSet(_SetBase):
@@ -139,6 +214,7 @@ class PersistedSortedSet(_SetBase):
     def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
         super().__init__(space, object_id)
         self._data: SortedSet = SortedSet(data)
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
 
     def add(self, value: Any) -> None:
         """Add ``value``; the checkpoint writes one row if it was absent.
@@ -159,6 +235,8 @@ class PersistedSortedSet(_SetBase):
                 raise
             try:
                 self._dirty.add(value)
+                if type(value) not in PLAIN_KEY_TYPES:
+                    self._spell[value] = value
             except BaseException:
                 self._rewrite_all()
                 raise
@@ -179,6 +257,8 @@ class PersistedSortedSet(_SetBase):
                 raise
             try:
                 self._dirty.add(value)
+                if self._spell:
+                    self._spell.pop(value, None)
             except BaseException:
                 self._rewrite_all()
                 raise
@@ -209,4 +289,8 @@ class PersistedSortedSet(_SetBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSortedSet:
-        return cls(space, object_id, cls._load_elements(object_id, reader, loads))
+        elements, old = cls._load_elements(object_id, reader, loads)
+        obj = cls(space, object_id, elements)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj
