@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointConflictError",
     "CheckpointError",
     "CorruptStateError",
     "ObjectDeletedError",
@@ -47,3 +48,8 @@ class CorruptStateError(StorageError):
 
 class CheckpointError(ObjectSpaceError):
     """Raised when a checkpoint cannot be written, committed or restored as asked."""
+
+
+class CheckpointConflictError(CheckpointError):
+    """Raised when another driver (or writer epoch) committed the checkpoint, or fenced the
+    job, so that a commit would build on state the store does not hold."""

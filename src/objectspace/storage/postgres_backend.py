@@ -222,6 +222,14 @@ class PostgresBackend(SQLBackend):
             conn.close()
         self._schema_ready = True
 
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        rows = tx.all(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ?",
+            (table,),
+        )
+        return {str(name) for (name,) in rows}
+
     def _configure_schema(self, conn: psycopg.Connection[Any]) -> None:
         # One creator at a time: concurrent CREATE ... IF NOT EXISTS can collide.
         conn.execute("SELECT pg_advisory_xact_lock(7368519843)")

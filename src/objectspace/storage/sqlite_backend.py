@@ -144,6 +144,9 @@ class SQLiteBackend(SQLBackend):
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.url!r})"
 
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        return {str(row[1]) for row in tx.all(f"PRAGMA table_info({table})")}
+
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         try:
             conn.executescript(_SCHEMA)
