@@ -673,6 +673,9 @@ class StatefulRunner:
         self.operator = self.job.operator(
             operator, max_key_groups, schema_version=schema_version, compaction=compaction
         )
+        # This runner is the job's driver from now on: a runner started earlier on the same
+        # job (a query started twice, a zombie driver) can no longer commit.
+        self.epoch = self.job.fence()
         self.parallelism = parallelism
         self.compaction = compaction or CompactionPolicy()
         self.retain = retain
