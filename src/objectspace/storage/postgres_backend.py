@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from objectspace.errors import StorageError
+from objectspace.storage import _fork
 from objectspace.storage.sql import SQLBackend, Tx
 
 try:
@@ -160,6 +161,15 @@ class PostgresBackend(SQLBackend):
         self._pool: ConnectionPool[Any] | None = None
         self._pool_lock = threading.Lock()
         self._schema_ready = False
+        _fork.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: forget the parent's pool (its connections are the parent's
+        sessions) without closing it; the next use opens a pool of the child's own."""
+        if self._pool is not None:
+            _fork.abandon(self._pool)
+        self._pool = None
+        self._pool_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url}

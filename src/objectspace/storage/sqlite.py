@@ -15,6 +15,7 @@ from operator import itemgetter
 from typing import Any
 
 from objectspace.errors import StorageError
+from objectspace.storage import _fork
 from objectspace.storage.base import (
     DELETED,
     CheckpointKind,
@@ -99,6 +100,15 @@ class SQLiteStore(Store):
         self.synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._table_ids: dict[str, int] = {}
+        self._lock = threading.RLock()
+        _fork.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: never use the parent's SQLite connection (nor close it, which
+        could release the parent's locks); the next use opens the child's own."""
+        if self._conn is not None:
+            _fork.abandon(self._conn)
+        self._conn = None
         self._lock = threading.RLock()
 
     def __getstate__(self) -> dict[str, Any]:
