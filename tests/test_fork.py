@@ -35,9 +35,10 @@ def _use(storage: osp.Storage, name: str, rounds: int = ROUNDS) -> None:
         inst.on_saved()
         assert job.last_checkpoint() == n, f"{name} read another process's last checkpoint"
         assert [c for c in job.checkpoints()][-1] == n
-        assert storage.job(name).operator("o").instance(0, 1).space_for_key(name).get_value(
-            "v"
-        ).value == f"{name}-{n}"
+        assert (
+            storage.job(name).operator("o").instance(0, 1).space_for_key(name).get_value("v").value
+            == f"{name}-{n}"
+        )
 
 
 def _fork_and_use(storage: osp.Storage, child_work: Callable[[], None]) -> int:
@@ -55,6 +56,7 @@ def _fork_and_use(storage: osp.Storage, child_work: Callable[[], None]) -> int:
             sys.stderr.flush()
             status = 1
         os._exit(status)
+
     # Both processes on one inherited socket can wait for each other for ever: fail instead.
     def timeout(signum: int, frame: Any) -> None:
         raise TimeoutError("parent and child hang on a shared connection")

@@ -193,6 +193,7 @@ class PostgresBackend(SQLBackend):
                 if self._pool is None:
                     pool: ConnectionPool[Any] = ConnectionPool(
                         self._conninfo,
+                        kwargs={"connect_timeout": self.connect_timeout},
                         min_size=0,
                         max_size=self.pool_max,
                         max_idle=self.pool_idle,

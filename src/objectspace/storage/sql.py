@@ -560,9 +560,7 @@ class SQLBackend(Backend):
 
         def work(tx: Tx) -> bool:
             self._fault("commit:begin")
-            row = tx.one(
-                "SELECT id, last_checkpoint, epoch FROM ckpt_jobs WHERE name = ?", (job,)
-            )
+            row = tx.one("SELECT id, last_checkpoint, epoch FROM ckpt_jobs WHERE name = ?", (job,))
             if row is None:
                 raise CheckpointError(f"job {job!r} does not exist")
             job_id, last, current = row
@@ -711,7 +709,9 @@ class SQLBackend(Backend):
         if not parents:
             return
         for op_id, written in parents.items():
-            heads = {} if base is None else self._heads_tx(tx, op_id, [g for _, g, _ in written], base)
+            heads = (
+                {} if base is None else self._heads_tx(tx, op_id, [g for _, g, _ in written], base)
+            )
             wanted = sorted({p for _, g, p in written if p and p != heads.get(g, (0,))[0]})
             compacted: dict[int, int | None] = {}
             for chunk in _chunks(wanted):
