@@ -606,6 +606,9 @@ class StatefulRunner:
     columns are filled in when missing). ``key`` and ``order_by`` name one column or several
     (a multi-column key is a tuple). ``output_schema`` is a DDL string or a ``StructType``.
     ``retain`` keeps that many checkpoints after each commit (``None``: never drop any).
+    A runner takes its job over when it is created (:meth:`~objectspace.Job.fence`): a runner
+    created earlier on the same job can no longer commit
+    (:class:`~objectspace.CheckpointConflictError`).
 
     ``cache_instances`` (default on) lets each Python worker keep the instances it ran and
     reuse one when it runs the next batch on top of the checkpoint that instance saved,

@@ -7,6 +7,8 @@
   deadlock with exponential backoff and full jitter, up to ``max_retries``; retries are
   counted in :attr:`PostgresBackend.retries`.
 * Rows are loaded with ``COPY``; every user-given name is a query parameter, never SQL.
+* A process forked after the backend was used (Spark's Python daemon forks its workers)
+  opens a pool of its own and leaves the parent's connections alone (``storage._fork``).
 
 URL options (query string): ``pool_max`` (default 4), ``pool_idle`` seconds (default 30),
 ``max_retries`` (default 30), ``connect_timeout`` seconds (default 10), ``schema`` (default
