@@ -330,17 +330,16 @@ class SQLBackend(Backend):
         tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
     ) -> dict[int, tuple[int, str, int | None]]:
         """Per key group with committed state as of ``as_of``: its head, the newest
-        committed write (id, attempt, parent)."""
+        committed write (id, attempt, parent). One index seek per key group."""
         heads: dict[int, tuple[int, str, int | None]] = {}
-        for chunk in _chunks(sorted(set(key_groups))):
-            for key_group, wid, attempt, parent in tx.all(
-                "SELECT key_group, id, attempt, parent FROM (SELECT key_group, id, attempt, "
-                "parent, ROW_NUMBER() OVER (PARTITION BY key_group ORDER BY version DESC, "
-                "id DESC) AS n FROM ckpt_writes WHERE op = ? AND committed = 1 AND version <= ? "
-                f"AND key_group IN ({_marks(len(chunk))})) h WHERE n = 1",
-                [op_id, as_of, *chunk],
-            ):
-                heads[int(key_group)] = (int(wid), str(attempt), parent)
+        for key_group in sorted(set(key_groups)):
+            row = tx.one(
+                "SELECT id, attempt, parent FROM ckpt_writes WHERE op = ? AND committed = 1 "
+                "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
+                (op_id, key_group, as_of),
+            )
+            if row is not None:
+                heads[key_group] = (int(row[0]), str(row[1]), row[2])
         return heads
 
     def _compacted_origin(self, tx: Tx, op_id: int, key_group: int, version: int) -> int | None:
@@ -706,13 +705,47 @@ class SQLBackend(Backend):
         """Refuse writes made on top of a state their key group does not hold as of
         ``base``: each write's parent must be the key group's committed head (``0``: no
         committed write), or the write a compaction head stands for."""
-        if not parents:
-            return
         for op_id, written in parents.items():
+            doubtful = list(written)
+            if base is not None:
+                # The usual case, in index seeks: the parent is committed, of the key group,
+                # at or before the base, and no committed write of the key group follows it.
+                built = [w for w in doubtful if w[2]]
+                good: set[int] = set()
+                for chunk in _chunks([w for w, _, _ in built]):
+                    good.update(
+                        int(wid)
+                        for (wid,) in tx.all(
+                            "SELECT w.id FROM ckpt_writes w JOIN ckpt_writes p ON p.id = w.parent "
+                            "WHERE p.op = w.op AND p.key_group = w.key_group AND p.committed = 1 "
+                            "AND p.version <= ? AND NOT EXISTS (SELECT 1 FROM ckpt_writes n "
+                            "WHERE n.op = w.op AND n.committed = 1 AND n.key_group = w.key_group "
+                            "AND n.version >= p.version AND n.version <= ? "
+                            "AND (n.version > p.version OR n.id > p.id)) "
+                            f"AND w.id IN ({_marks(len(chunk))})",
+                            [base, base, *chunk],
+                        )
+                    )
+                # Key groups written for the first time: no committed write as of the base.
+                fresh = sorted({g for _, g, p in doubtful if not p})
+                stateful: set[int] = set()
+                for chunk in _chunks(fresh):
+                    stateful.update(
+                        int(g)
+                        for (g,) in tx.all(
+                            "SELECT DISTINCT key_group FROM ckpt_writes WHERE op = ? AND "
+                            f"committed = 1 AND version <= ? AND key_group IN "
+                            f"({_marks(len(chunk))})",
+                            [op_id, base, *chunk],
+                        )
+                    )
+                doubtful = [w for w in doubtful if w[0] not in good and (w[2] or w[1] in stateful)]
+            if not doubtful:
+                continue
             heads = (
-                {} if base is None else self._heads_tx(tx, op_id, [g for _, g, _ in written], base)
+                {} if base is None else self._heads_tx(tx, op_id, [g for _, g, _ in doubtful], base)
             )
-            wanted = sorted({p for _, g, p in written if p and p != heads.get(g, (0,))[0]})
+            wanted = sorted({p for _, g, p in doubtful if p and p != heads.get(g, (0,))[0]})
             compacted: dict[int, int | None] = {}
             for chunk in _chunks(wanted):
                 for wid, parent in tx.all(
@@ -721,7 +754,7 @@ class SQLBackend(Backend):
                     [COMPACTION, *chunk],
                 ):
                     compacted[int(wid)] = parent
-            for write_id, group, parent in written:
+            for write_id, group, parent in doubtful:
                 head = heads.get(group)
                 if head is None:
                     if parent == 0:
