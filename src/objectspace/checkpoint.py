@@ -330,7 +330,6 @@ class Job:
         """
         receipts = list(receipts)
         _check_checkpoint_id(checkpoint_id)
-
         owners: dict[tuple[str, int], Receipt] = {}
         instances: dict[tuple[str, int], Receipt] = {}
         parallelism: dict[str, int] = {}
