@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from itertools import chain, groupby
 from operator import itemgetter
 from typing import Any
@@ -56,6 +57,21 @@ _WAL_BYTES = 4 * 1024 * 1024
 _CACHE_KIB = 32 * 1024
 
 
+def _enable_wal(conn: sqlite3.Connection, seconds: float = 60.0) -> None:
+    """Switch to WAL unless the file is in WAL already. Switching can fail with "database is
+    locked" at once, without SQLite's busy wait, while another process writes: retry."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def connect_sqlite(
     path: str, *, synchronous: str = "NORMAL", page_size: int = PAGE_SIZE
 ) -> sqlite3.Connection:
@@ -74,7 +90,7 @@ def connect_sqlite(
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
         conn.execute(f"PRAGMA page_size={int(page_size)}")  # before WAL fixes the layout
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(conn)
         conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
         # Copy the WAL back into the database once it holds ~4 MiB, whatever the file's page
         # size (SQLite's default is 1,000 pages: 4 MiB only with 4 KiB pages).
