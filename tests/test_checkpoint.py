@@ -268,7 +268,8 @@ def test_commit_twice_is_a_noop(storage: osp.Storage) -> None:
     assert job.commit(1, [ra]) is True
     info = job.checkpoint_info()
     assert job.commit(1, [ra]) is False
-    assert job.commit(1, [rb]) is False  # the duplicate's receipt changes nothing either
+    with pytest.raises(osp.CheckpointConflictError, match="already committed by another"):
+        job.commit(1, [rb])  # the duplicate lost: it learns so, and changes nothing
     assert job.checkpoint_info() == info
     assert job.checkpoints() == [1]
     assert get_value(op, "k") == "a"

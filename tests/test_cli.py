@@ -936,3 +936,26 @@ def test_helpers_in_process() -> None:
     assert "pw" not in masked and "s3cret" not in masked
     assert to_json({1: frozenset({2, 1})}) == {"$dict": [[1, {"$frozenset": [1, 2]}]]}
     assert to_json(float("-inf")) == {"$float": "-inf"}
+
+
+@pytest.mark.parametrize("listening", [False, True], ids=["closed-port", "silent-server"])
+def test_connect_timeout_in_the_url_is_honoured(listening: bool) -> None:
+    """A database that refuses, or accepts and never answers, fails the command within the
+    URL's ``connect_timeout`` (not a fixed 30 s), with an objectspace error."""
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        if listening:
+            sock.listen(8)  # the kernel completes the handshake; nobody ever answers
+        else:
+            sock.close()
+        url = f"postgresql://nobody@127.0.0.1:{port}/db?connect_timeout=1"
+        started = time.monotonic()
+        done = run("inspect", url)
+        elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    assert "error: cannot connect to" in done.stderr and "Traceback" not in done.stderr
+    assert elapsed < 12, f"the command took {elapsed:.1f} s with connect_timeout=1"

@@ -780,3 +780,25 @@ def test_buffer100_on_each_storage_backend(
     assert sum(len(o) for o in expected) > 0
     assert runner.job.checkpoints() == [1, 2]
     assert dump_state(url, "backend", "buffer100") == buffer100_state(states, 32)
+
+
+def test_two_runners_on_one_job_cannot_interleave(spark: Any, tmp_path: Any) -> None:
+    """A runner started on a job that another runner drives takes it over (fences it): the
+    first one can no longer commit, so the store holds one runner's batches only."""
+    batches = SUM7_BATCHES[:3]
+    _, state_after_2 = simulate(sum7, batches)
+    url = sqlite_url(tmp_path)
+    first = sum7_runner(url, "twice", 2)
+    first.process(to_df(spark, batches[0]), 0)
+    second = sum7_runner(url, "twice", 2)
+    with pytest.raises(osp.CheckpointConflictError, match=r"epoch 1.*epoch 2"):
+        first.process(to_df(spark, batches[1]), 1)
+    assert first.job.checkpoints() == [0]
+    second.process(to_df(spark, batches[1]), 1)
+    assert second.last_batch is not None and second.last_batch.committed
+    with pytest.raises(osp.CheckpointConflictError):
+        first.process(to_df(spark, batches[2]), 2)
+    second.process(to_df(spark, batches[2]), 2)
+    assert dump_state(url, "twice", "sum7") == state_after_2
+    first.close()
+    second.close()

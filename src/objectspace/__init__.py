@@ -39,6 +39,7 @@ from objectspace.collections import (
     PersistedValue,
 )
 from objectspace.errors import (
+    CheckpointConflictError,
     CheckpointError,
     CorruptStateError,
     ObjectDeletedError,
@@ -72,6 +73,7 @@ CheckpointStats = WriteStats
 __version__ = "0.1.0"
 
 __all__ = [
+    "CheckpointConflictError",
     "CheckpointError",
     "CheckpointKind",
     "CheckpointStats",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from objectspace.errors import CheckpointError, StorageError
+from objectspace.errors import CheckpointConflictError, CheckpointError, StorageError
 from objectspace.keygroups import KeyGroups
 from objectspace.serialization import Serializer
 from objectspace.space import ObjectSpace
@@ -258,11 +258,19 @@ class Storage:
 
 
 class Job:
-    """A job: its operators, and the checkpoints that commit all of them at once."""
+    """A job: its operators, and the checkpoints that commit all of them at once.
+
+    ``epoch`` is the writer epoch this object commits with: ``0`` (a job never fenced)
+    until :meth:`fence` takes the job over with a new one.
+    """
 
     def __init__(self, storage: Storage, name: str) -> None:
         self.storage = storage
         self.name = _check_name("a job name", name)
+        self.epoch = 0
+        # Instance attempts whose receipts lost a commit to another writer: their state is
+        # not the committed one, so nothing they save may be committed any more.
+        self._lost: dict[str, int] = {}
 
     @property
     def backend(self) -> Backend:
@@ -303,13 +311,31 @@ class Job:
         """The restorable checkpoints with their commit time, writes and bytes."""
         return self.backend.checkpoints(self.name)
 
+    def fence(self) -> int:
+        """Take the job over as its only committing driver: increment the job's writer
+        epoch in the store and commit with it from now on. Any other :class:`Job` object
+        (another driver, a zombie of an earlier run) holding an older epoch can no longer
+        commit: it gets :class:`~objectspace.CheckpointConflictError` naming both epochs.
+        Returns the new epoch."""
+        self.epoch = self.backend.fence(self.name)
+        return self.epoch
+
+    def current_epoch(self) -> int:
+        """The job's writer epoch in the store (``0``: never fenced)."""
+        return self.backend.epoch(self.name)
+
     def commit(self, checkpoint_id: int, receipts: Iterable[Receipt]) -> bool:
         """Make ``checkpoint_id`` visible for every operator, with exactly ``receipts``' writes.
 
-        Returns ``False`` when the checkpoint was already committed (nothing changes).
-        Refused with :class:`~objectspace.CheckpointError`: a receipt of another job or
-        checkpoint, a key group or instance reported twice, receipts made on top of
-        different checkpoints, or a checkpoint not after the last committed one.
+        Returns ``False`` when the checkpoint was already committed with exactly these
+        writes (an idempotent re-commit; nothing changes). Raises
+        :class:`~objectspace.CheckpointConflictError` when another writer committed it with
+        other writes, when the job was fenced by a newer epoch than :attr:`epoch`, or when a
+        write was made on top of state that is not the committed one (say, by an instance
+        whose earlier commit was lost and that acknowledged its save anyway). Refused with
+        :class:`~objectspace.CheckpointError`: a receipt of another job or checkpoint, a key
+        group or instance reported twice, receipts made on top of different checkpoints, or
+        a checkpoint not after the last committed one.
         """
         receipts = list(receipts)
         _check_checkpoint_id(checkpoint_id)
@@ -321,6 +347,14 @@ class Job:
         for receipt in receipts:
             if not isinstance(receipt, Receipt):
                 raise TypeError(f"commit takes Receipts, not {type(receipt).__name__}")
+            lost = self._lost.get(receipt.attempt)
+            if lost is not None and lost != checkpoint_id:
+                raise CheckpointConflictError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {self.name!r}: instance "
+                    f"{receipt.index} of operator {receipt.operator!r} (attempt "
+                    f"{receipt.attempt}) lost checkpoint {lost} to another writer, so its "
+                    "state is not the committed one; restore a new instance instead"
+                )
             where = f"receipt of {receipt.operator!r} instance {receipt.index}"
             if receipt.job != self.name:
                 raise CheckpointError(f"{where} belongs to job {receipt.job!r}, not {self.name!r}")
@@ -354,7 +388,14 @@ class Job:
                 f"checkpoints {sorted(bases, key=lambda b: -1 if b is None else b)}"
             )
         base = bases.pop() if bases else self.last_checkpoint()
-        return self.backend.commit(self.name, checkpoint_id, base, write_ids, parallelism)
+        try:
+            return self.backend.commit(
+                self.name, checkpoint_id, base, write_ids, parallelism, self.epoch
+            )
+        except CheckpointConflictError:
+            for receipt in receipts:
+                self._lost.setdefault(receipt.attempt, checkpoint_id)
+            raise
 
     def compact(self, min_chain_length: int = 1) -> CompactionStats:
         """Rewrite, for every operator, each key group whose restore chain has at least
@@ -634,7 +675,10 @@ class Instance:
             full = op.compaction.needs_full(self._chains[key_group])
             writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
             space.save(writer)
-            parts.append(PendingPart(key_group, full, writer.changes))
+            head = self._heads.get(key_group)
+            parts.append(
+                PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
+            )
         writes = op.job.backend.write_pending(
             op.job.name, op.name, checkpoint_id, self.attempt, parts
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointConflictError",
     "CheckpointError",
     "CorruptStateError",
     "ObjectDeletedError",
@@ -52,3 +53,8 @@ class CheckpointError(ObjectSpaceError):
 
 class ReservedColumnError(ObjectSpaceError, ValueError):
     """Raised when an input, an output row or an output_schema uses a column objectspace reserves."""
+
+
+class CheckpointConflictError(CheckpointError):
+    """Raised when another driver (or writer epoch) committed the checkpoint, or fenced the
+    job, so that a commit would build on state the store does not hold."""

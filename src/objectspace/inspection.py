@@ -321,7 +321,8 @@ def _check_postgres(backend: Any) -> None:
     if conninfo is None:  # pragma: no cover - another backend class
         return
     try:
-        with psycopg.connect(conninfo, connect_timeout=30) as conn:
+        timeout = int(getattr(backend, "connect_timeout", 10))  # the URL's, default 10 s
+        with psycopg.connect(conninfo, connect_timeout=timeout) as conn:
             row = conn.execute(
                 "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
                 "AND table_name = 'ckpt_meta'",

@@ -744,6 +744,9 @@ class StatefulRunner:
     columns are filled in when missing). ``key`` and ``order_by`` name one column or several
     (a multi-column key is a tuple). ``output_schema`` is a DDL string or a ``StructType``.
     ``retain`` keeps that many checkpoints after each commit (``None``: never drop any).
+    A runner takes its job over when it is created (:meth:`~objectspace.Job.fence`): a runner
+    created earlier on the same job can no longer commit
+    (:class:`~objectspace.CheckpointConflictError`).
 
     ``cache_instances`` (default on) lets each Python worker keep the instances it ran and
     reuse one when it runs the next batch on top of the checkpoint that instance saved,
@@ -809,6 +812,9 @@ class StatefulRunner:
         self.operator = self.job.operator(
             operator, max_key_groups, schema_version=schema_version, compaction=compaction
         )
+        # This runner is the job's driver from now on: a runner started earlier on the same
+        # job (a query started twice, a zombie driver) can no longer commit.
+        self.epoch = self.job.fence()
         self.parallelism = parallelism
         self.compaction = compaction or CompactionPolicy()
         self.retain = retain

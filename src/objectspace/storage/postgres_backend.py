@@ -7,6 +7,8 @@
   deadlock with exponential backoff and full jitter, up to ``max_retries``; retries are
   counted in :attr:`PostgresBackend.retries`.
 * Rows are loaded with ``COPY``; every user-given name is a query parameter, never SQL.
+* A process forked after the backend was used (Spark's Python daemon forks its workers)
+  opens a pool of its own and leaves the parent's connections alone (``storage._fork``).
 
 URL options (query string): ``pool_max`` (default 4), ``pool_idle`` seconds (default 30),
 ``max_retries`` (default 30), ``connect_timeout`` seconds (default 10), ``schema`` (default
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from objectspace.errors import StorageError
+from objectspace.storage import _fork
 from objectspace.storage.sql import SQLBackend, Tx
 from objectspace.storage.urls import redact_text, redact_url
 
@@ -167,6 +170,15 @@ class PostgresBackend(SQLBackend):
         self._pool: ConnectionPool[Any] | None = None
         self._pool_lock = threading.Lock()
         self._schema_ready = False
+        _fork.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: forget the parent's pool (its connections are the parent's
+        sessions) without closing it; the next use opens a pool of the child's own."""
+        if self._pool is not None:
+            _fork.abandon(self._pool)
+        self._pool = None
+        self._pool_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url}
@@ -192,6 +204,7 @@ class PostgresBackend(SQLBackend):
                 if self._pool is None:
                     pool: ConnectionPool[Any] = ConnectionPool(
                         self._conninfo,
+                        kwargs={"connect_timeout": self.connect_timeout},
                         min_size=0,
                         max_size=self.pool_max,
                         max_idle=self.pool_idle,
@@ -234,6 +247,14 @@ class PostgresBackend(SQLBackend):
         finally:
             conn.close()
         self._schema_ready = True
+
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        rows = tx.all(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ?",
+            (table,),
+        )
+        return {str(name) for (name,) in rows}
 
     def _configure_schema(self, conn: psycopg.Connection[Any]) -> None:
         # One creator at a time: concurrent CREATE ... IF NOT EXISTS can collide.

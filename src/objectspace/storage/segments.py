@@ -413,8 +413,15 @@ class SegmentBackend(Backend):
         base: int | None,
         write_ids: Sequence[int],
         parallelism: Mapping[str, int],
+        epoch: int = 0,
     ) -> bool:
-        return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism)
+        return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism, epoch)
+
+    def fence(self, job: str) -> int:
+        return self.catalog.fence(job)
+
+    def epoch(self, job: str) -> int:
+        return self.catalog.epoch(job)
 
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
         return self.catalog.writes_committed(write_ids)
@@ -554,7 +561,14 @@ class SegmentBackend(Backend):
         ]
         try:
             infos = self.catalog.register_segment(
-                job, operator, version, attempt, (segment_id, path), size, entries
+                job,
+                operator,
+                version,
+                attempt,
+                (segment_id, path),
+                size,
+                entries,
+                parents=[part.parent for part in parts],
             )
         except BaseException:
             self._discard(full)

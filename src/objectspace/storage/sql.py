@@ -27,7 +27,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import xxhash
 
-from objectspace.errors import CheckpointError, CorruptStateError, StorageError
+from objectspace.errors import (
+    CheckpointConflictError,
+    CheckpointError,
+    CorruptStateError,
+    StorageError,
+)
 from objectspace.storage.base import DELETED, TableChanges
 from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
@@ -43,7 +48,19 @@ from objectspace.storage.versioned import (
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# Columns added after schema version 1, added to existing stores when they are opened:
+# the writer epoch of a job and of the epoch that committed each checkpoint, and the parent
+# of each write (the write its key group's state was built on; NULL: unknown).
+_ADDED_COLUMNS = (
+    ("ckpt_jobs", "epoch", "BIGINT NOT NULL DEFAULT 0"),
+    ("ckpt_checkpoints", "epoch", "BIGINT NOT NULL DEFAULT 0"),
+    ("ckpt_writes", "parent", "BIGINT"),
+)
+
+# The attempt name of the committed full writes that compaction adds.
+COMPACTION = "compaction"
 
 # Bytes counted per stored row on top of its key and value: the write and table references.
 ROW_OVERHEAD = 8
@@ -175,6 +192,10 @@ class SQLBackend(Backend):
         if self.fault_hook is not None:
             self.fault_hook(step)
 
+    @abstractmethod
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        """The names of the columns of ``table``."""
+
     def _check_schema(self, tx: Tx) -> None:
         row = tx.one("SELECT value FROM ckpt_meta WHERE name = 'schema_version'")
         if row is None:
@@ -186,6 +207,15 @@ class SQLBackend(Backend):
             raise StorageError(
                 f"checkpoint storage {redact_url(self.url)!r} has schema version {row[0]}, newer than "
                 f"this objectspace understands ({SCHEMA_VERSION}); upgrade objectspace"
+            )
+        # Migrate a store of an older schema version (or one just created) in place.
+        for table, column, declaration in _ADDED_COLUMNS:
+            if column not in self._columns(tx, table):
+                tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        if row is not None and int(row[0]) < SCHEMA_VERSION:
+            tx.execute(
+                "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
+                (str(SCHEMA_VERSION),),
             )
 
     # -- catalog ----------------------------------------------------------------------------
@@ -331,11 +361,14 @@ class SQLBackend(Backend):
         *,
         committed: bool = False,
         digest: int | None = None,
+        parent: int | None = None,
     ) -> int:
+        if committed and attempt == COMPACTION:
+            parent = self._compacted_origin(tx, op_id, key_group, version)
         row = tx.one(
             "INSERT INTO ckpt_writes (op, key_group, version, is_full, bytes, rows, attempt, "
-            "created, segment, seg_offset, seg_length, committed, digest) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "created, segment, seg_offset, seg_length, committed, digest, parent) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 op_id,
                 key_group,
@@ -350,10 +383,38 @@ class SQLBackend(Backend):
                 length,
                 int(committed),
                 digest,
+                parent,
             ),
         )
         assert row is not None
         return int(row[0])
+
+    @staticmethod
+    def _heads_tx(
+        tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
+    ) -> dict[int, tuple[int, str, int | None]]:
+        """Per key group with committed state as of ``as_of``: its head, the newest
+        committed write (id, attempt, parent). One index seek per key group."""
+        heads: dict[int, tuple[int, str, int | None]] = {}
+        for key_group in sorted(set(key_groups)):
+            row = tx.one(
+                "SELECT id, attempt, parent FROM ckpt_writes WHERE op = ? AND committed = 1 "
+                "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
+                (op_id, key_group, as_of),
+            )
+            if row is not None:
+                heads[key_group] = (int(row[0]), str(row[1]), row[2])
+        return heads
+
+    def _compacted_origin(self, tx: Tx, op_id: int, key_group: int, version: int) -> int | None:
+        """The write a compaction of ``key_group`` as of ``version`` stands for: the head it
+        replaces, or that head's origin when the head is a compaction itself. A writer that
+        built on the origin built on the same state, so its commit is not refused."""
+        head = self._heads_tx(tx, op_id, [key_group], version).get(key_group)
+        if head is None:
+            return None
+        wid, attempt, parent = head
+        return parent if attempt == COMPACTION else wid
 
     def write_pending(
         self,
@@ -390,6 +451,7 @@ class SQLBackend(Backend):
                     written,
                     count,
                     digest=digest,
+                    parent=part.parent,
                 )
                 rows.extend((write_id, tid, key, value) for tid, key, value in part_rows)
                 truncates.extend((write_id, tid) for tid in part_truncates)
@@ -458,9 +520,11 @@ class SQLBackend(Backend):
         entries: Sequence[SegmentEntry],
         *,
         committed: bool = False,
+        parents: Sequence[int | None] | None = None,
     ) -> list[WriteInfo]:
         """Record a published segment's blocks as writes (pending unless ``committed``);
-        ``segment`` is the (id, path) :meth:`reserve_segment` gave."""
+        ``segment`` is the (id, path) :meth:`reserve_segment` gave; ``parents``, per entry,
+        the write its edits were made on top of (see :class:`PendingPart`)."""
         segment_id, path = segment
 
         def work(tx: Tx) -> list[WriteInfo]:
@@ -477,7 +541,7 @@ class SQLBackend(Backend):
                 )
             self._fault("write:rows")
             infos = []
-            for key_group, full, nbytes, rows, offset, length in entries:
+            for i, (key_group, full, nbytes, rows, offset, length) in enumerate(entries):
                 write_id = self._insert_write(
                     tx,
                     op_id,
@@ -491,6 +555,7 @@ class SQLBackend(Backend):
                     offset,
                     length,
                     committed=committed,
+                    parent=None if parents is None else parents[i],
                 )
                 infos.append(
                     WriteInfo(
@@ -532,7 +597,7 @@ class SQLBackend(Backend):
                 key_group,
                 version,
                 True,
-                "compaction",
+                COMPACTION,
                 written,
                 len(rows),
                 committed=True,
@@ -552,6 +617,7 @@ class SQLBackend(Backend):
         base: int | None,
         write_ids: Sequence[int],
         parallelism: Mapping[str, int],
+        epoch: int = 0,
     ) -> bool:
         ids = sorted(set(write_ids))
         if len(ids) != len(write_ids):
@@ -559,14 +625,22 @@ class SQLBackend(Backend):
 
         def work(tx: Tx) -> bool:
             self._fault("commit:begin")
-            row = tx.one("SELECT id, last_checkpoint FROM ckpt_jobs WHERE name = ?", (job,))
+            row = tx.one("SELECT id, last_checkpoint, epoch FROM ckpt_jobs WHERE name = ?", (job,))
             if row is None:
                 raise CheckpointError(f"job {job!r} does not exist")
-            job_id, last = row
-            if tx.one(
-                "SELECT 1 FROM ckpt_checkpoints WHERE job = ? AND checkpoint = ?",
+            job_id, last, current = row
+            if int(current) != epoch:
+                raise CheckpointConflictError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: this writer "
+                    f"holds epoch {epoch}, but the job was fenced by a newer driver at epoch "
+                    f"{current} (last committed checkpoint: {last})"
+                )
+            done = tx.one(
+                "SELECT epoch, writes FROM ckpt_checkpoints WHERE job = ? AND checkpoint = ?",
                 (job_id, checkpoint_id),
-            ):
+            )
+            if done is not None:
+                self._check_recommit(tx, job, job_id, checkpoint_id, ids, epoch, done)
                 return False
             if last is not None and checkpoint_id <= last:
                 raise CheckpointError(
@@ -579,10 +653,12 @@ class SQLBackend(Backend):
                     f"made on top of checkpoint {base}, but the last committed one is {last}"
                 )
             total_bytes = full_writes = 0
+            parents: dict[int, list[tuple[int, int, int]]] = {}  # op → (write, group, parent)
             for chunk in _chunks(ids):
                 found = tx.all(
-                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full "
-                    "FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full, w.op, "
+                    "w.key_group, w.parent FROM ckpt_writes w "
+                    "JOIN ckpt_operators o ON o.id = w.op "
                     f"WHERE w.id IN ({_marks(len(chunk))})",
                     list(chunk),
                 )
@@ -592,7 +668,7 @@ class SQLBackend(Backend):
                         f"checkpoint {checkpoint_id} of job {job!r} names writes that do not "
                         f"exist (collected, or never written): {sorted(missing)[:5]}"
                     )
-                for write_id, version, committed, owner, nbytes, full in found:
+                for write_id, version, committed, owner, nbytes, full, op, group, parent in found:
                     if owner != job_id or version != checkpoint_id or committed:
                         raise CheckpointError(
                             f"write {write_id} cannot be part of checkpoint {checkpoint_id} of "
@@ -602,6 +678,11 @@ class SQLBackend(Backend):
                         )
                     total_bytes += nbytes
                     full_writes += full
+                    if parent is not None:
+                        parents.setdefault(int(op), []).append(
+                            (int(write_id), int(group), int(parent))
+                        )
+            self._check_parents(tx, job, checkpoint_id, base, parents)
             self._fault("commit:mark")
             for chunk in _chunks(ids):
                 tx.execute(
@@ -612,8 +693,18 @@ class SQLBackend(Backend):
                 "UPDATE ckpt_jobs SET last_checkpoint = ? WHERE id = ?", (checkpoint_id, job_id)
             )
             tx.execute(
-                "INSERT INTO ckpt_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (job_id, checkpoint_id, time.time(), len(ids), total_bytes, full_writes, base),
+                "INSERT INTO ckpt_checkpoints (job, checkpoint, committed_at, writes, bytes, "
+                "full_writes, base, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    checkpoint_id,
+                    time.time(),
+                    len(ids),
+                    total_bytes,
+                    full_writes,
+                    base,
+                    epoch,
+                ),
             )
             for name, p in sorted(parallelism.items()):
                 tx.execute(
@@ -624,6 +715,133 @@ class SQLBackend(Backend):
             return True
 
         return self._run(f"committing checkpoint {checkpoint_id} of {job}", work)
+
+    @staticmethod
+    def _check_recommit(
+        tx: Tx,
+        job: str,
+        job_id: int,
+        checkpoint_id: int,
+        ids: Sequence[int],
+        epoch: int,
+        done: tuple[Any, ...],
+    ) -> None:
+        """Accept committing a committed checkpoint again only with the very writes (and
+        epoch) that committed it; anything else lost the race to another writer."""
+        won_epoch, won_writes = int(done[0]), int(done[1])
+        mine: dict[int, tuple[int, int]] = {}
+        for chunk in _chunks(ids):
+            for wid, version, committed in tx.all(
+                "SELECT w.id, w.version, w.committed FROM ckpt_writes w JOIN ckpt_operators o "
+                f"ON o.id = w.op WHERE o.job = ? AND w.id IN ({_marks(len(chunk))})",
+                [job_id, *chunk],
+            ):
+                mine[int(wid)] = (int(version), int(committed))
+        same = (
+            won_epoch == epoch
+            and won_writes == len(ids)
+            and len(mine) == len(ids)
+            and all(v == (checkpoint_id, 1) for v in mine.values())
+        )
+        if same:
+            return
+        won = tx.all(
+            "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+            "WHERE o.job = ? AND w.version = ? AND w.committed = 1 AND w.attempt != ? "
+            "ORDER BY w.id LIMIT 5",
+            (job_id, checkpoint_id, COMPACTION),
+        )
+        lost = sorted(w for w, (_, c) in mine.items() if not c)[:5]
+        raise CheckpointConflictError(
+            f"checkpoint {checkpoint_id} of job {job!r} was already committed by another "
+            f"writer (epoch {won_epoch}, {won_writes} writes, first ids "
+            f"{[int(w) for (w,) in won]}); this commit (epoch {epoch}, {len(ids)} writes"
+            + (f", uncommitted ids {lost}" if lost else "")
+            + ") lost: restore from the committed checkpoint instead of building on it"
+        )
+
+    def _check_parents(
+        self,
+        tx: Tx,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        parents: Mapping[int, Sequence[tuple[int, int, int]]],
+    ) -> None:
+        """Refuse writes made on top of a state their key group does not hold as of
+        ``base``: each write's parent must be the key group's committed head (``0``: no
+        committed write), or the write a compaction head stands for."""
+        for op_id, written in parents.items():
+            heads: dict[int, tuple[int, str, int | None]] = {}  # key group → its head
+            if base is not None:
+                # Each written key group's head, found from the write by index seeks: one
+                # query per 500 writes, whatever the history of the key groups.
+                for chunk in _chunks([w for w, _, _ in written]):
+                    for group, wid, attempt, parent in tx.all(
+                        "SELECT w.key_group, h.id, h.attempt, h.parent FROM ckpt_writes w "
+                        "JOIN ckpt_writes h ON h.id = (SELECT x.id FROM ckpt_writes x "
+                        "WHERE x.op = w.op AND x.committed = 1 AND x.key_group = w.key_group "
+                        "AND x.version <= ? ORDER BY x.version DESC, x.id DESC LIMIT 1) "
+                        f"WHERE w.id IN ({_marks(len(chunk))})",
+                        [base, *chunk],
+                    ):
+                        heads[int(group)] = (int(wid), str(attempt), parent)
+            doubtful = [w for w in written if w[2] != heads.get(w[1], (0,))[0]]
+            if not doubtful:
+                continue
+            wanted = sorted({p for _, g, p in doubtful if p and p != heads.get(g, (0,))[0]})
+            compacted: dict[int, int | None] = {}
+            for chunk in _chunks(wanted):
+                for wid, parent in tx.all(
+                    f"SELECT id, parent FROM ckpt_writes WHERE attempt = ? AND id IN "
+                    f"({_marks(len(chunk))})",
+                    [COMPACTION, *chunk],
+                ):
+                    compacted[int(wid)] = parent
+            for write_id, group, parent in doubtful:
+                head = heads.get(group)
+                if head is None:
+                    if parent == 0:
+                        continue
+                    expected = "no state"
+                else:
+                    head_id, attempt, origin = head
+                    if parent == head_id:
+                        continue
+                    root = origin if attempt == COMPACTION else head_id
+                    if root is not None and compacted.get(parent, parent) == root:
+                        continue  # built on what the (newer) compaction head stands for
+                    expected = f"write {head_id}"
+                name = tx.one("SELECT name FROM ckpt_operators WHERE id = ?", (op_id,))
+                raise CheckpointConflictError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: write "
+                    f"{write_id} of key group {group} of operator "
+                    f"{name[0] if name else op_id!r} was made on top of "
+                    + (f"write {parent}" if parent else "no state")
+                    + f", but as of checkpoint {base} the committed state of that key group is "
+                    f"{expected} (its writer lost a commit to another driver and built on it)"
+                )
+
+    def fence(self, job: str) -> int:
+        def work(tx: Tx) -> int:
+            tx.execute(
+                "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
+            )
+            row = tx.one(
+                "UPDATE ckpt_jobs SET epoch = epoch + 1 WHERE name = ? RETURNING epoch", (job,)
+            )
+            assert row is not None
+            return int(row[0])
+
+        return self._run(f"fencing job {job!r}", work)
+
+    def epoch(self, job: str) -> int:
+        row = self._run(
+            "reading the writer epoch",
+            lambda tx: tx.one("SELECT epoch FROM ckpt_jobs WHERE name = ?", (job,)),
+            write=False,
+        )
+        return 0 if row is None else int(row[0])
 
     # -- reading ----------------------------------------------------------------------------
 

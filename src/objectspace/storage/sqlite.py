@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import zlib
 from itertools import chain, groupby
 from operator import itemgetter
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from objectspace.errors import CorruptStateError, StorageError
+from objectspace.storage import _fork
 from objectspace.storage.base import (
     DELETED,
     CheckpointKind,
@@ -92,8 +94,30 @@ def check_sqlite_file(path: str, marker: str) -> None:
     """
     want = _KINDS[marker]
     try:
-        if os.path.getsize(path) == 0:
-            return
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
+    if stat.st_size == 0:
+        return
+    # Checked once per process and file: the check opens and closes the file, and closing
+    # any descriptor of a file drops every POSIX lock this process holds on it, including
+    # those of a live SQLite connection to it (a second storage object opening a file this
+    # process uses already would let another process reset the WAL under that connection).
+    identity = (stat.st_dev, stat.st_ino, marker)
+    if identity in _CHECKED:
+        return
+    _check_file(path, marker, want)
+    _CHECKED.add(identity)
+
+
+# Files (device, inode, marker) that passed check_sqlite_file in this process.
+_CHECKED: set[tuple[int, int, str]] = set()
+
+
+def _check_file(path: str, marker: str, want: str) -> None:
+    try:
         with open(path, "rb") as f:
             head = f.read(len(_HEADER))
     except FileNotFoundError:
@@ -137,6 +161,21 @@ def check_sqlite_file(path: str, marker: str) -> None:
     )
 
 
+def _enable_wal(conn: sqlite3.Connection, seconds: float = 60.0) -> None:
+    """Switch to WAL unless the file is in WAL already. Switching can fail with "database is
+    locked" at once, without SQLite's busy wait, while another process writes: retry."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def connect_sqlite(
     path: str, *, synchronous: str = "NORMAL", page_size: int = PAGE_SIZE
 ) -> sqlite3.Connection:
@@ -155,7 +194,7 @@ def connect_sqlite(
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
         conn.execute(f"PRAGMA page_size={int(page_size)}")  # before WAL fixes the layout
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(conn)
         conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
         # Copy the WAL back into the database once it holds ~4 MiB, whatever the file's page
         # size (SQLite's default is 1,000 pages: 4 MiB only with 4 KiB pages).
@@ -194,6 +233,15 @@ class SQLiteStore(Store):
         self.synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._table_ids: dict[str, int] = {}
+        self._lock = threading.RLock()
+        _fork.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: never use the parent's SQLite connection (nor close it, which
+        could release the parent's locks); the next use opens the child's own."""
+        if self._conn is not None:
+            _fork.abandon(self._conn)
+        self._conn = None
         self._lock = threading.RLock()
 
     def __getstate__(self) -> dict[str, Any]:

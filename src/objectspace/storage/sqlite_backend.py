@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from objectspace.errors import StorageError
+from objectspace.storage import _fork
 from objectspace.storage.sql import SQLBackend, Tx
 from objectspace.storage.sqlite import check_sqlite_file, connect_sqlite
 
@@ -97,6 +98,18 @@ _MEMORY: dict[str, tuple[sqlite3.Connection, threading.RLock]] = {}
 _MEMORY_LOCK = threading.Lock()
 
 
+def _reset_memory_locks() -> None:
+    """In a forked child (which has a copy of every ``memory://`` database): locks that
+    another thread of the parent held at the fork would never be released."""
+    global _MEMORY_LOCK
+    _MEMORY_LOCK = threading.Lock()
+    for name, (conn, _) in list(_MEMORY.items()):
+        _MEMORY[name] = (conn, threading.RLock())
+
+
+_fork.on_fork_in_child(_reset_memory_locks)
+
+
 class _SQLiteTx:
     __slots__ = ("conn",)
 
@@ -139,6 +152,18 @@ class SQLiteBackend(SQLBackend):
                     self._init_schema(conn)
                     entry = _MEMORY[memory_name] = (conn, threading.RLock())
             self._conn, self._lock = entry
+        _fork.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: never use the parent's SQLite connection (nor close it, which
+        could release the parent's locks); the next use opens the child's own."""
+        if self.memory_name is not None:
+            self._conn, self._lock = _MEMORY[self.memory_name]
+            return
+        if self._conn is not None:
+            _fork.abandon(self._conn)
+        self._conn = None
+        self._lock = threading.RLock()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "memory_name": self.memory_name}
@@ -148,6 +173,9 @@ class SQLiteBackend(SQLBackend):
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.url!r})"
+
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        return {str(row[1]) for row in tx.all(f"PRAGMA table_info({table})")}
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         try:

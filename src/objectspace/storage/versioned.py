@@ -76,11 +76,17 @@ class CheckpointInfo:
 
 @dataclass(frozen=True)
 class PendingPart:
-    """The edits of one key group that an instance writes as one pending write."""
+    """The edits of one key group that an instance writes as one pending write.
+
+    ``parent`` is the write the edits were made on top of: the id of the newest write the
+    key group's state included, ``0`` for no state at all, ``None`` for unknown (then the
+    commit does not check it).
+    """
 
     key_group: int
     full: bool
     changes: Mapping[str, TableChanges]
+    parent: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,16 +168,32 @@ class Backend(ABC):
         base: int | None,
         write_ids: Sequence[int],
         parallelism: Mapping[str, int],
+        epoch: int = 0,
     ) -> bool:
         """Make checkpoint ``checkpoint_id`` visible with exactly ``write_ids``, atomically.
 
-        Returns ``False`` (and changes nothing) when the checkpoint is already committed.
-        Raises :class:`~objectspace.CheckpointError` when ``checkpoint_id`` is not after the
+        Returns ``False`` (and changes nothing) when the checkpoint is already committed
+        with exactly these writes by this ``epoch`` (an idempotent re-commit). Raises
+        :class:`~objectspace.CheckpointConflictError` when it was committed with other
+        writes or by another epoch, when ``epoch`` is not the job's current writer epoch
+        (see :meth:`fence`), or when a write was made on top of a write (its parent) that
+        is not its key group's committed head as of ``base``. Raises
+        :class:`~objectspace.CheckpointError` when ``checkpoint_id`` is not after the
         last committed checkpoint, when ``base`` (the checkpoint the writes were made on top
         of) is not the last committed one, or when a write does not exist, is committed,
         belongs to another job or has another version. ``parallelism`` records, per
         operator, the parallelism the checkpoint ran with.
         """
+
+    def fence(self, job: str) -> int:
+        """Take over ``job`` as its writer: create the job if missing, increment its writer
+        epoch and return the new one; commits with an older epoch are refused from then
+        on. The check and the commit are one catalog transaction."""
+        raise NotImplementedError(f"{type(self).__name__} does not support fencing")
+
+    def epoch(self, job: str) -> int:
+        """The current writer epoch of ``job`` (``0``: never fenced)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support fencing")
 
     @abstractmethod
     def write_summary(self, job: str) -> list[WriteSummary]:
