@@ -320,7 +320,7 @@ class PersistedDict(_DictBase):
         spell = self._spell
         fresh = self._next
         for key in keys:
-            number = order.get(key)
+            number = order[key] if key in order else None
             if number is None or number <= prev:
                 number = order[key] = fresh
                 fresh += 1
@@ -354,13 +354,14 @@ class PersistedDict(_DictBase):
             # Keys inserted since the last save sit at the end of the dict, after every key
             # this page did not touch: number that tail (O(keys touched), not O(len)).
             slots = page.slots
-            tail = []
+            touched = 0
             prev = -1
             for key in reversed(data):
                 if key not in slots:
                     prev = self._order[key]
                     break
-                tail.append(key)
+                touched += 1
+            tail = list(itertools.islice(reversed(data), touched))
             tail.reverse()
             self._number(tail, prev)
             for slot in slots:
