@@ -320,11 +320,10 @@ class PersistedDict(_DictBase):
         spell = self._spell
         fresh = self._next
         for key in keys:
-            number = order[key] if key in order else None
-            if number is None or number <= prev:
-                number = order[key] = fresh
+            if key not in order or order[key] <= prev:
+                order[key] = fresh
                 fresh += 1
-            prev = number
+            prev = order[key]
             if type(key) in PLAIN_KEY_TYPES:
                 if spell:
                     spell.pop(key, None)
