@@ -31,7 +31,6 @@ from objectspace.errors import CheckpointConflictError, CheckpointError, Storage
 from objectspace.keygroups import KeyGroups
 from objectspace.serialization import Serializer
 from objectspace.space import ObjectSpace
-from objectspace.storage.base import CheckpointKind, DictReader, StateWriter, WriteStats
 from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
     Backend,
@@ -41,6 +40,7 @@ from objectspace.storage.versioned import (
     RetentionStats,
     WriteInfo,
 )
+from objectspace.tables import CheckpointKind, DictReader, StateWriter, WriteStats
 
 __all__ = [
     "EMPTY",

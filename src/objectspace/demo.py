@@ -16,7 +16,8 @@ import time
 
 from objectspace.serialization import JsonSerializer
 from objectspace.space import ObjectSpace
-from objectspace.storage import CheckpointKind, MemoryStore, SQLiteStore
+from objectspace.stores import MemoryStore, SQLiteStore
+from objectspace.tables import CheckpointKind
 
 __all__ = ["run_demo"]
 

@@ -18,11 +18,14 @@ from typing import Any, NoReturn, TypeVar
 from objectspace.collections import KINDS
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import Emitter, Page, PersistedObject
-from objectspace.collections.dicts import PersistedDict, PersistedSortedDict
-from objectspace.collections.linked import PersistedLinkedList
-from objectspace.collections.lists import PersistedList
-from objectspace.collections.queues import PersistedQueue, PersistedStack
-from objectspace.collections.sets import PersistedSet, PersistedSortedSet
+from objectspace.collections.dict import PersistedDict
+from objectspace.collections.linked_list import PersistedLinkedList
+from objectspace.collections.list import PersistedList
+from objectspace.collections.queue import PersistedQueue
+from objectspace.collections.set import PersistedSet
+from objectspace.collections.sorted_dict import PersistedSortedDict
+from objectspace.collections.sorted_set import PersistedSortedSet
+from objectspace.collections.stack import PersistedStack
 from objectspace.collections.value import PersistedValue
 from objectspace.errors import (
     CorruptStateError,
@@ -31,14 +34,8 @@ from objectspace.errors import (
     WrongKindError,
 )
 from objectspace.serialization import MsgpackSerializer, Serializer
-from objectspace.storage.base import (
-    DELETED,
-    CheckpointKind,
-    StateReader,
-    StateWriter,
-    Store,
-    WriteStats,
-)
+from objectspace.stores.base import Store
+from objectspace.tables import DELETED, CheckpointKind, StateReader, StateWriter, WriteStats
 
 __all__ = ["INDEX_TABLE", "ObjectSpace"]
 

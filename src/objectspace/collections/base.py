@@ -24,7 +24,7 @@ import msgpack
 from objectspace.collections._impl import ObjectBase
 from objectspace.errors import ObjectDeletedError, SerializationError
 from objectspace.serialization import encode_key_with
-from objectspace.storage.base import DELETED, StateReader, TableChanges
+from objectspace.tables import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace

@@ -56,7 +56,6 @@ from urllib.parse import parse_qsl, quote, urlencode, urlparse, urlunparse
 import msgpack
 
 from objectspace.errors import CorruptStateError, StorageError
-from objectspace.storage.base import DELETED, TableChanges
 from objectspace.storage.sql import SQLBackend
 from objectspace.storage.urls import redact_text, redact_url
 from objectspace.storage.versioned import (
@@ -69,6 +68,7 @@ from objectspace.storage.versioned import (
     WriteSummary,
     materialize,
 )
+from objectspace.tables import DELETED, TableChanges
 
 try:
     import fsspec

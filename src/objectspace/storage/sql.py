@@ -33,7 +33,6 @@ from objectspace.errors import (
     CorruptStateError,
     StorageError,
 )
-from objectspace.storage.base import DELETED, TableChanges
 from objectspace.storage.urls import redact_url
 from objectspace.storage.versioned import (
     Backend,
@@ -45,6 +44,7 @@ from objectspace.storage.versioned import (
     WriteSummary,
     materialize,
 )
+from objectspace.tables import DELETED, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
 

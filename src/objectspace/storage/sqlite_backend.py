@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from objectspace.errors import StorageError
 from objectspace.storage import _fork
 from objectspace.storage.sql import SQLBackend, Tx
-from objectspace.storage.sqlite import check_sqlite_file, connect_sqlite
+from objectspace.stores.sqlite import check_sqlite_file, connect_sqlite
 
 __all__ = ["SQLiteBackend"]
 

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from objectspace.storage.base import TableChanges
+from objectspace.tables import TableChanges
 
 __all__ = [
     "Backend",

@@ -1,4 +1,4 @@
-"""Stub of the C extension ``objectspace._core`` (src/objectspace/_core.c).
+"""Stub of the C extension ``objectspace.collections._core`` (src/objectspace/collections/_core.c).
 
 The same classes as :mod:`objectspace.collections._pycore`, which the rest of the package
 is type-checked against (see :mod:`objectspace.collections._impl`).

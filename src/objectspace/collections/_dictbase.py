@@ -1,4 +1,4 @@
-"""A persisted dict and a persisted sorted dict."""
+"""The shared base of the persisted dict and sorted dict."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any
 
-from sortedcontainers import SortedDict
 from sortedcontainers.sorteddict import SortedItemsView, SortedKeysView, SortedValuesView
 
 from objectspace.collections.base import (
@@ -29,14 +28,13 @@ from objectspace.collections.base import (
     unpack_entry,
 )
 from objectspace.serialization import PLAIN_KEY_TYPES
-from objectspace.storage.base import DELETED, StateReader
+from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
-    from objectspace.space import ObjectSpace
-
-__all__ = ["PersistedDict", "PersistedSortedDict"]
+    pass
 
 _MISSING: Any = object()
+_NO_NUMBERS: dict[Any, int] = {}
 
 
 def _no_deletion(view: object, index: object) -> None:
@@ -279,228 +277,3 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
             dict(zip(decoded, numbers, strict=True)),
             old,
         )
-
-
-_NO_NUMBERS: dict[Any, int] = {}
-
-
-class PersistedDict(_DictBase):
-    """A dict (``collections.abc.MutableMapping``); get, set and delete are O(1).
-
-    Restores in insertion order, like ``dict``: each row holds the key's insertion number
-    (updating a key keeps its place; deleting and inserting it again moves it to the end).
-    """
-
-    KIND = "Dict"
-    __slots__ = ("_next", "_order", "_spell")
-
-    def __init__(self, space: ObjectSpace, object_id: str, data: dict[Any, Any] | None = None):
-        super().__init__(space, object_id)
-        self._data: dict[Any, Any] = data if data is not None else {}
-        # Kept up to date by each save (never by an edit, so edits cost what they did):
-        # the insertion number of every live key, numbers increasing in the dict's order,
-        # and the live keys whose type is not in PLAIN_KEY_TYPES, each mapped to the key
-        # object the dict holds. Both may keep removed keys until the next save.
-        self._order: dict[Any, int] = {key: i for i, key in enumerate(self._data)}
-        self._next = len(self._order)
-        self._spell: dict[Any, Any] = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
-
-    def _rewrite_all(self) -> None:
-        # Every key is rewritten and renumbered in the dict's order; the old numbers may
-        # still hold a removed key whose comparisons raise, so they are dropped unread.
-        super()._rewrite_all()
-        self._order = {}
-        self._spell = {k: k for k in self._data if type(k) not in PLAIN_KEY_TYPES}
-
-    def _number(self, keys: Iterable[Any], prev: int) -> None:
-        """Give ``keys`` (live, held key objects, in dict order, after a key numbered
-        ``prev``) increasing insertion numbers: each keeps its number if that is still
-        greater than the one before, else gets a new one; note their spellings. O(len(keys))."""
-        order = self._order
-        spell = self._spell
-        fresh = self._next
-        for key in keys:
-            number = order.get(key)
-            if number is None or number <= prev:
-                number = order[key] = fresh
-                fresh += 1
-            prev = number
-            if type(key) in PLAIN_KEY_TYPES:
-                if spell:
-                    spell.pop(key, None)
-            else:
-                spell[key] = key
-        self._next = fresh
-
-    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
-        data = self._data
-        if whole or page.cleared:
-            # Every key is written: number them all, and forget removed keys.
-            plain = PLAIN_KEY_TYPES
-            self._spell = {k: k for k in data if type(k) not in plain}
-            first = self._next
-            if not self._order:  # a new dict: numbered in its order, in C-level passes
-                self._order = dict(zip(data, range(first, first + len(data)), strict=True))
-                self._next = first + len(data)
-                return super()._emit(out, page, whole)
-            numbers: list[Any] = list(map(self._order.get, data))
-            if None in numbers or numbers != sorted(numbers):
-                self._number(data, -1)
-                order = self._order
-                self._order = {key: order[key] for key in data}
-            else:  # nothing inserted since the last save
-                self._order = dict(zip(data, numbers, strict=True))
-        else:
-            # Keys inserted since the last save sit at the end of the dict, after every key
-            # this page did not touch: number that tail (O(keys touched), not O(len)).
-            slots = page.slots
-            tail = []
-            prev = -1
-            for key in reversed(data):
-                if key not in slots:
-                    prev = self._order[key]
-                    break
-                tail.append(key)
-            tail.reverse()
-            self._number(tail, prev)
-            for slot in slots:
-                if slot not in data:
-                    self._order.pop(slot, None)
-                    self._spell.pop(slot, None)
-        super()._emit(out, page, whole)
-
-    def _held(self, slot: Any) -> Any:
-        # Every live key was noted by _number (here or at an earlier save) or at load,
-        # unless plain: then it is its own canonical form, the one any equal slot encodes to.
-        spell = self._spell
-        return spell.get(slot, _MISSING) if spell else _MISSING
-
-    def _numbers(self) -> dict[Any, int]:
-        return self._order
-
-    def _numbers_in_order(self) -> Iterable[int]:
-        return map(self._order.__getitem__, self._data)
-
-    def __reversed__(self) -> Iterator[Any]:
-        """The keys, the last inserted first (``Mapping`` itself is not reversible)."""
-        backwards: Iterator[Any] = reversed(self._data)
-        return backwards
-
-    def popitem(self) -> tuple[Any, Any]:
-        """Remove and return the pair inserted last, like ``dict.popitem``. O(1).
-
-        ``KeyError`` when empty.
-        """
-        data = self._data
-        if not data:
-            raise KeyError(f"popitem(): dict {self._id!r} is empty")
-        key = next(reversed(data))
-        return key, self.pop(key)
-
-    @classmethod
-    def _load(
-        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> PersistedDict:
-        data, numbers, old = cls._load_entries(object_id, reader, loads)
-        if old:
-            obj = cls(space, object_id, data)
-            obj._rewrite(set(data))
-            return obj
-        obj = cls(space, object_id)
-        obj._data = data
-        obj._order = numbers
-        obj._next = max(numbers.values(), default=-1) + 1
-        obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
-        return obj
-
-
-class PersistedSortedDict(_DictBase):
-    """A dict kept in ascending key order (keys must be mutually comparable).
-
-    Get is O(1); set and delete O(log n); :meth:`peekitem` O(log n); :meth:`irange`
-    O(log n + k).
-    """
-
-    KIND = "SortedDict"
-    __slots__ = ()
-
-    def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):
-        super().__init__(space, object_id)
-        self._data: SortedDict = SortedDict() if data is None else SortedDict(data)
-
-    def __delitem__(self, key: Any) -> None:
-        """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row. O(log n)."""
-        data = self._data
-        value = data[key]
-        if not self._registered:
-            self._touch()
-        try:
-            del data[key]
-        except BaseException:
-            # SortedDict deletes from its dict before its sorted key list, whose comparisons
-            # may raise: put the key back.
-            if not dict.__contains__(data, key):
-                dict.__setitem__(data, key, value)
-            raise
-        try:
-            self._dirty.add(key)
-        except BaseException:
-            self._rewrite_all()
-            raise
-
-    def keys(self) -> KeysView[Any]:
-        """A read-only view of the keys, in order; indexable (``d.keys()[0]``)."""
-        return _SortedKeys(self._data)
-
-    def values(self) -> ValuesView[Any]:
-        """A read-only view of the values, in key order; indexable."""
-        return _SortedValues(self._data)
-
-    def items(self) -> ItemsView[Any, Any]:
-        """A read-only view of the (key, value) pairs, in key order; indexable."""
-        return _SortedItems(self._data)
-
-    def _held(self, slot: Any) -> Any:
-        # The sorted key list holds the dict's key objects: O(log n).
-        data = self._data
-        return data.peekitem(data.index(slot))[0]
-
-    def irange(
-        self,
-        minimum: Any = None,
-        maximum: Any = None,
-        inclusive: tuple[bool, bool] = (True, True),
-        reverse: bool = False,
-    ) -> Iterator[Any]:
-        """Keys between ``minimum`` and ``maximum`` (``None``: unbounded), ascending."""
-        return iter(self._data.irange(minimum, maximum, inclusive, reverse))
-
-    def peekitem(self, index: int = -1) -> tuple[Any, Any]:
-        """The (key, value) pair at position ``index`` in key order (the last by default)."""
-        return tuple(self._data.peekitem(index))
-
-    def popitem(self) -> tuple[Any, Any]:
-        """Remove and return the pair with the greatest key. ``KeyError`` when empty."""
-        if not self._data:
-            raise KeyError(f"popitem(): sorted dict {self._id!r} is empty")
-        key, value = self._data.peekitem(-1)
-        del self[key]
-        return key, value
-
-    def index(self, key: Any) -> int:
-        """The position of ``key`` in key order; ``ValueError`` if absent. O(log n)."""
-        return int(self._data.index(key))
-
-    def __reversed__(self) -> Iterator[Any]:
-        backwards: Iterator[Any] = reversed(self._data)
-        return backwards
-
-    @classmethod
-    def _load(
-        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> PersistedSortedDict:
-        data, _, old = cls._load_entries(object_id, reader, loads)
-        obj = cls(space, object_id, data)
-        if old:
-            obj._rewrite(set(obj._data))
-        return obj

@@ -22,13 +22,13 @@ from typing import Any
 
 from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage import _fork
-from objectspace.storage.base import (
+from objectspace.stores.base import Store
+from objectspace.tables import (
     DELETED,
     CheckpointKind,
     DictReader,
     StateReader,
     StateWriter,
-    Store,
     WriteStats,
 )
 

@@ -1,5 +1,5 @@
 /*
- * objectspace._core: the fields and hot methods of the persisted types, in C.
+ * objectspace.collections._core: the fields and hot methods of the persisted types, in C.
  *
  * The pure-Python twin of this module is objectspace/collections/_pycore.py: the same six
  * classes, fields, methods, exceptions and dirty-tracking effects. Keep the two in step.
@@ -521,7 +521,7 @@ static PyMemberDef base_members[] = {
 
 static PyTypeObject ObjectBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "objectspace._core.ObjectBase",
+    .tp_name = "objectspace.collections._core.ObjectBase",
     .tp_doc = "The fields of every persisted object (set by PersistedObject.__init__).",
     .tp_basicsize = sizeof(BaseObject),
     .tp_flags = TYPE_FLAGS,
@@ -630,7 +630,7 @@ static PyMemberDef value_members[] = {MEMBER("_value", ValueObject, value), {NUL
 
 static PyTypeObject ValueBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "objectspace._core.ValueBase",
+    .tp_name = "objectspace.collections._core.ValueBase",
     .tp_doc = "The field and accessor of a persisted value.",
     .tp_basicsize = sizeof(ValueObject),
     .tp_flags = TYPE_FLAGS,
@@ -890,7 +890,7 @@ static PySequenceMethods array_as_sequence = {
 
 static PyTypeObject ArrayBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "objectspace._core.ArrayBase",
+    .tp_name = "objectspace.collections._core.ArrayBase",
     .tp_doc = "The field and slot access of a persisted array.",
     .tp_basicsize = sizeof(DataObject),
     .tp_flags = TYPE_FLAGS,
@@ -982,7 +982,7 @@ static PySequenceMethods list_as_sequence = {
 
 static PyTypeObject ListBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "objectspace._core.ListBase",
+    .tp_name = "objectspace.collections._core.ListBase",
     .tp_doc = "The values of a persisted list, with append, len and indexing.",
     .tp_basicsize = sizeof(DataObject),
     .tp_flags = TYPE_FLAGS,
@@ -1127,7 +1127,7 @@ static PySequenceMethods stack_as_sequence = {
 
 static PyTypeObject StackBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "objectspace._core.StackBase",
+    .tp_name = "objectspace.collections._core.StackBase",
     .tp_doc = "The values of a persisted stack (bottom first), with its O(1) operations.",
     .tp_basicsize = sizeof(DataObject),
     .tp_flags = TYPE_FLAGS,
@@ -1347,7 +1347,7 @@ static PySequenceMethods queue_as_sequence = {
 
 static PyTypeObject QueueBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "objectspace._core.QueueBase",
+    .tp_name = "objectspace.collections._core.QueueBase",
     .tp_doc = "The values and head position of a persisted queue, with its O(1) operations.",
     .tp_basicsize = sizeof(QueueObject),
     .tp_flags = TYPE_FLAGS,
@@ -1405,7 +1405,7 @@ intern(PyObject **var, const char *text)
 
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "objectspace._core",
+    .m_name = "objectspace.collections._core",
     .m_doc = "The fields and hot methods of the persisted types, in C "
              "(the twin of objectspace.collections._pycore).",
     .m_size = -1,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from objectspace.collections._impl import ListBase
 from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject
 from objectspace.errors import CorruptStateError
-from objectspace.storage.base import DELETED, StateReader
+from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace

@@ -1,4 +1,4 @@
-"""A persisted doubly linked list with stable node handles."""
+"""A persisted linked list (one module per persisted type)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
 from objectspace.errors import CorruptStateError
-from objectspace.storage.base import DELETED, StateReader
+from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
