@@ -34,8 +34,14 @@ from objectspace.errors import (
     WrongKindError,
 )
 from objectspace.serialization import MsgpackSerializer, Serializer
-from objectspace.stores.base import Store
-from objectspace.tables import DELETED, CheckpointKind, StateReader, StateWriter, WriteStats
+from objectspace.tables import (
+    DELETED,
+    CheckpointKind,
+    StateReader,
+    StateWriter,
+    WriterSource,
+    WriteStats,
+)
 
 __all__ = ["INDEX_TABLE", "ObjectSpace"]
 
@@ -280,7 +286,7 @@ class ObjectSpace:
         self._pending_deleted = set()
 
     def checkpoint(
-        self, store: Store, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL
+        self, store: WriterSource, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL
     ) -> WriteStats:
         """Save, commit and acknowledge in one call; returns what the commit wrote.
 

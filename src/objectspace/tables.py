@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from objectspace.errors import StorageError
 
@@ -32,6 +32,7 @@ __all__ = [
     "StateWriter",
     "TableChanges",
     "WriteStats",
+    "WriterSource",
     "WriterStatus",
 ]
 
@@ -234,6 +235,15 @@ class StateReader(ABC):
     def dump(self) -> dict[str, dict[bytes, bytes]]:
         """Every table as ``{table: {key: value}}``."""
         return {table: dict(self.items(table)) for table in self.tables()}
+
+
+class WriterSource(Protocol):
+    """Anything that hands out writers, such as a :class:`~objectspace.Store`: what
+    :meth:`~objectspace.ObjectSpace.checkpoint` writes to."""
+
+    def writer(self, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL) -> StateWriter:
+        """A new writer; FULL replaces the destination's content when it commits."""
+        ...
 
 
 class DictReader(StateReader):

@@ -7,7 +7,8 @@ offset and length. Table names are interned once in ``ckpt_tables``, so a row co
 key, its value and two small integers.
 
 A dialect subclass supplies connections and transactions (:meth:`SQLBackend._run`), the
-schema, and bulk row insertion. SQL here is written with ``?`` parameters.
+schema (the DDL of both dialects is in :mod:`objectspace.storage.sql.schema`), and bulk row
+insertion. SQL here is written with ``?`` parameters.
 
 Stored rows are verified on read: each write's catalog row keeps its row count and a digest
 of its rows (:func:`write_digest`; ``NULL`` in stores written before digests existed: those
@@ -33,9 +34,7 @@ from objectspace.errors import (
     CorruptStateError,
     StorageError,
 )
-from objectspace.storage.urls import redact_url
-from objectspace.storage.versioned import (
-    Backend,
+from objectspace.storage.contract import (
     CheckpointInfo,
     OperatorInfo,
     PendingPart,
@@ -44,6 +43,8 @@ from objectspace.storage.versioned import (
     WriteSummary,
     materialize,
 )
+from objectspace.storage.sql.catalog import Part, SegmentCatalog, SegmentEntry
+from objectspace.storage.urls import redact_url
 from objectspace.tables import DELETED, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
@@ -75,13 +76,6 @@ class Tx(Protocol):
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
-
-
-Part = tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]
-"""One write's edits: the tables it deleted, and its rows (``None`` value: a delete)."""
-
-SegmentEntry = tuple[int, bool, int, int, int, int]
-"""A key group's part of a segment file: (key group, full, bytes, rows, offset, length)."""
 
 
 def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
@@ -149,7 +143,7 @@ def _encode_part(
     return rows, truncates, written, digest - (1 << 64) if digest >= 1 << 63 else digest
 
 
-class SQLBackend(Backend):
+class SQLBackend(SegmentCatalog):
     """Catalog and row storage over a SQL database; see the module docstring.
 
     ``fault_hook``, when set, is called with the name of each step of a write or commit
