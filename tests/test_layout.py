@@ -97,3 +97,34 @@ def test_lower_layers_import_no_spark_rich_or_argparse() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_public_members_that_replace_private_reach_ins() -> None:
+    """ObjectSpace.get_as (operators), PersistedObject.space (inspection) and
+    Instance.pending_save (the Spark task) are public and behave as the private names did."""
+    space = osp.ObjectSpace()
+    lst = space.create_list("l")
+    assert space.get_as("l", osp.PersistedList) is lst
+    with pytest.raises(osp.WrongKindError, match="'l' is a List, not a Value"):
+        space.get_as("l", osp.PersistedValue)
+    with pytest.raises(KeyError):
+        space.get_as("missing", osp.PersistedList)
+    assert lst.space is space
+    space.delete("l")
+    assert lst.space is None
+
+    storage = osp.open_storage("memory://layout-pending-save")
+    try:
+        job = storage.job("j")
+        instance = job.operator("o", max_key_groups=4).instance(0, 1)
+        assert instance.pending_save is None
+        instance.space_for_key("k").create_value("v", 1)
+        receipt = instance.save(1)
+        pending = instance.pending_save
+        assert pending is not None and pending[0] == 1
+        assert [(w.key_group, w.write_id) for w in pending[1]] == list(receipt.writes)
+        assert job.commit(1, [receipt])
+        instance.on_saved()
+        assert instance.pending_save is None
+    finally:
+        storage.close()

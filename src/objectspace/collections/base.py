@@ -241,6 +241,11 @@ class PersistedObject(ObjectBase):
         return self._id
 
     @property
+    def space(self) -> ObjectSpace | None:
+        """The space holding the object (``None`` once it was deleted from it)."""
+        return self._space
+
+    @property
     def kind(self) -> str:
         """The stored kind name, e.g. ``"Array"``."""
         return self.KIND

@@ -76,7 +76,7 @@ def _slot_changes(old: PersistedObject, new: PersistedObject) -> list[dict[str, 
 
 def _stored_key(obj: PersistedObject) -> Callable[[Any], bytes]:
     """The row key a dict key or set element of ``obj`` is stored under."""
-    space = obj._space
+    space = obj.space
     encode_key = (space.serializer if space is not None else MsgpackSerializer()).encode_key
     return lambda key: encode_key(key)[0]
 
