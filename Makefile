@@ -12,11 +12,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Reinstalling rebuilds the C extension (in place, for the editable install) when its source changes.
-$(STAMP): pyproject.toml setup.py src/objectspace/_core.c | $(BIN)/python
+$(STAMP): pyproject.toml setup.py src/objectspace/collections/_core.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[spark]'
 	touch $@
 
-$(DEV_STAMP): pyproject.toml setup.py src/objectspace/_core.c | $(BIN)/python
+$(DEV_STAMP): pyproject.toml setup.py src/objectspace/collections/_core.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP) $@
 

@@ -41,7 +41,7 @@ from benchmarks.common import (
     temp_dir,
     write_results,
 )
-from objectspace.storage.sqlite import connect_sqlite
+from objectspace.storage.sql.sqlite_files import connect_sqlite
 
 KEYS = 1_000
 CAPACITY = 100

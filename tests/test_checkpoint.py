@@ -16,6 +16,7 @@ import pytest
 
 import objectspace as osp
 from objectspace.checkpoint import EMPTY, CompactionPolicy, Instance, Job, Operator, Receipt
+from objectspace.storage import WriteInfo
 
 MAX_KG = 16
 
@@ -606,7 +607,7 @@ def run_appends(
     storage: osp.Storage,
     policy: CompactionPolicy,
     checkpoints: int,
-    check: Callable[[int, dict[int, list[osp.checkpoint.WriteInfo]]], None],
+    check: Callable[[int, dict[int, list[WriteInfo]]], None],
     restart_at: int | None = None,
 ) -> tuple[Job, Operator, dict[int, list[Any]]]:
     """Append to one list per key group at every checkpoint; ``check`` sees every chain."""

@@ -1,4 +1,4 @@
-"""The C extension ``objectspace._core`` and its pure-Python twin ``collections._pycore``.
+"""The C extension ``objectspace.collections._core`` and its pure-Python twin ``collections._pycore``.
 
 The edge cases here run on whichever implementation is in use; ``test_pure_python_fallback``
 runs them again, with the state machines, in a subprocess forced to the pure-Python classes
@@ -34,7 +34,7 @@ from objectspace.collections import (
     _pycore,
 )
 from objectspace.errors import ObjectDeletedError
-from objectspace.storage.base import CheckpointKind
+from objectspace.tables import CheckpointKind
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = os.environ.get(_impl.PURE_PYTHON_ENV, "") not in ("", "0")
@@ -71,7 +71,7 @@ KIND_FIELDS = {
 
 def _core_module() -> Any:
     try:
-        import objectspace._core as core
+        import objectspace.collections._core as core
     except ImportError:
         return None
     return core
@@ -83,7 +83,7 @@ def _core_module() -> Any:
 def test_the_extension_is_in_use_when_built() -> None:
     core = _core_module()
     if core is None:
-        pytest.skip("objectspace._core was not built (no C compiler at install time?)")
+        pytest.skip("objectspace.collections._core was not built (no C compiler at install time?)")
     if PURE:
         pytest.skip(f"{_impl.PURE_PYTHON_ENV} is set")
     assert _impl.IMPLEMENTATION == "c"

@@ -50,7 +50,7 @@ from crash_worker import (
 )
 from objectspace import SerializationError, Storage
 from objectspace.storage.segments import SegmentBackend
-from objectspace.storage.sqlite_backend import SQLiteBackend
+from objectspace.storage.sqlite import SQLiteBackend
 
 SEED = 20240517
 K = 4  # the checkpoint that fails

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import objectspace as osp
 from objectspace.checkpoint import Operator
 from objectspace.inspection import diff_checkpoints, entries
-from objectspace.storage.base import DictReader
+from objectspace.tables import DictReader
 
 SERIALIZERS = [osp.MsgpackSerializer(), osp.JsonSerializer(), osp.PickleSerializer()]
 SER_IDS = [s.name for s in SERIALIZERS]

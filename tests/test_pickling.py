@@ -14,7 +14,7 @@ import pytest
 
 import objectspace as osp
 from objectspace.collections import LinkedListNode, PersistedLinkedList
-from objectspace.storage.base import CheckpointKind
+from objectspace.tables import CheckpointKind
 
 Edit = Callable[[osp.ObjectSpace], None]
 

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 import objectspace as osp
-from objectspace.storage import postgres_backend
-from objectspace.storage.postgres_backend import PostgresBackend
+from objectspace.storage.postgresql import PostgresBackend
+from objectspace.storage.postgresql import backend as postgres_backend
 from objectspace.storage.sql import SCHEMA_VERSION
 from servers import PostgresServer, free_port
 

@@ -14,7 +14,7 @@ import objectspace as osp
 import objectspace.spark as spark_module
 from conftest import segment_url
 from objectspace.inspection import export_parquet, find_operator, open_existing
-from objectspace.spark_state import read_state
+from objectspace.spark.state import read_state
 from spark_helpers import spark  # noqa: F401
 from test_cli import JOB, SESSIONS, TOTALS, export_rows, populate
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import objectspace as osp
-from objectspace.storage import WriterStatus
+from objectspace.tables import WriterStatus
 
 FULL = osp.CheckpointKind.FULL
 DIFF = osp.CheckpointKind.DIFFERENTIAL

@@ -42,7 +42,7 @@ from hypothesis.stateful import (
 )
 
 import objectspace as osp
-from objectspace.storage import WriterStatus
+from objectspace.tables import WriterStatus
 
 FULL = osp.CheckpointKind.FULL
 DIFF = osp.CheckpointKind.DIFFERENTIAL

@@ -23,10 +23,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import objectspace.spark as spark_module
 from objectspace.keygroups import KeyGroups
 from objectspace.operators import KeyState
-from objectspace.spark import StatefulRunner, TaskStats, _InstanceTask, _unpack_receipt
+from objectspace.spark import StatefulRunner, TaskStats
+from objectspace.spark import cache as spark_cache
+from objectspace.spark.stats import _unpack_receipt
+from objectspace.spark.task import _InstanceTask
 from spark_helpers import (
     Row,
     df_rows,
@@ -81,8 +83,8 @@ def ref_buffer5(key: Any, rows: list[Row], st: dict[str, Any]) -> Iterator[Row]:
 def snapshot_root(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     root = str(tmp_path / "spark-files")
     os.makedirs(root)
-    monkeypatch.setattr(spark_module, "_SNAPSHOT_ROOT", root)
-    monkeypatch.setattr(spark_module, "_CACHE", {})
+    monkeypatch.setattr(spark_cache, "_SNAPSHOT_ROOT", root)
+    monkeypatch.setattr(spark_cache, "_CACHE", {})
     return os.path.join(root, "objectspace-instances")
 
 
@@ -136,8 +138,8 @@ def run_batch(
         kg = groups.key_group(row["k"])
         index = groups.instance_of(kg, P)
         by_instance.setdefault(index, []).append({**row, "__os_kg": kg, "__os_instance": index})
-    saved_cache = spark_module._CACHE
-    spark_module._CACHE = worker
+    saved_cache = spark_cache._CACHE
+    spark_cache._CACHE = worker
     try:
         out: list[Row] = []
         receipts, stats = [], []
@@ -149,7 +151,7 @@ def run_batch(
             if receipt is not None:
                 receipts.append(receipt)
     finally:
-        spark_module._CACHE = saved_cache
+        spark_cache._CACHE = saved_cache
     if commit and not replay:
         assert runner.job.commit(checkpoint_id, receipts)
         runner.job.retain(2)
@@ -375,7 +377,7 @@ def _corrupt(path: str, how: str, other: str) -> None:
     elif how == "garbage":
         blob = os.urandom(len(blob))
     elif how == "header only":
-        blob = blob[: len(spark_module._SNAPSHOT_MAGIC) + 64]
+        blob = blob[: len(spark_cache._SNAPSHOT_MAGIC) + 64]
     elif how == "other instance":
         with open(other, "rb") as f:
             blob = f.read()
@@ -432,21 +434,21 @@ def test_snapshots_off_or_no_private_folder(
     # A folder others may write to is not used (the files in it are unpickled).
     os.mkdir(snapshot_root)
     os.chmod(snapshot_root, 0o777)
-    assert spark_module._snapshot_folder() is None
+    assert spark_cache._snapshot_folder() is None
     run_batch(runner, BATCHES[1], 1, {})
     assert os.listdir(snapshot_root) == []
     os.chmod(snapshot_root, 0o700)
-    assert spark_module._snapshot_folder() == snapshot_root
+    assert spark_cache._snapshot_folder() == snapshot_root
 
     # A snapshot that cannot be written does not fail the task.
     def broken(path: str, identity: bytes, checkpoint_id: int, data: Any, key: bytes) -> int:
         raise OSError("disk full")
 
-    monkeypatch.setattr(spark_module, "_write_snapshot", broken)
+    monkeypatch.setattr(spark_cache, "_write_snapshot", broken)
     got, stats = run_batch(runner, BATCHES[2], 2, {})
     assert got == outputs[2] and all(s.snapshot_bytes == 0 for s in stats)
     monkeypatch.undo()
-    monkeypatch.setattr(spark_module, "_SNAPSHOT_ROOT", os.path.dirname(snapshot_root))
+    monkeypatch.setattr(spark_cache, "_SNAPSHOT_ROOT", os.path.dirname(snapshot_root))
     for n in range(3, len(BATCHES)):
         got, _ = run_batch(runner, BATCHES[n], n, {})
         assert got == outputs[n]
@@ -478,7 +480,7 @@ def test_planted_snapshot_is_never_unpickled(
     marker = tmp_path / "pwned"
     paths = sorted(os.path.join(snapshot_root, name) for name in os.listdir(snapshot_root))
     assert len(paths) == P
-    head = len(spark_module._SNAPSHOT_MAGIC)
+    head = len(spark_cache._SNAPSHOT_MAGIC)
     for path in paths:
         with open(path, "rb") as f:
             blob = f.read()
@@ -533,7 +535,7 @@ class FailOnceAfterSaving:
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> Any:
         from pyspark import TaskContext
 
-        spark_module._CACHE.clear()
+        spark_cache._CACHE.clear()
         out = list(buffer5(key, rows, state))
         ctx = TaskContext.get()
         lo, hi = self.ts_range

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import objectspace as osp
-from objectspace.storage import WriterStatus
+from objectspace.tables import WriterStatus
 
 FULL = osp.CheckpointKind.FULL
 DIFF = osp.CheckpointKind.DIFFERENTIAL
@@ -176,14 +176,14 @@ class TestStoreContract:
         assert store.reader().tables() == ["t1"]
 
     def test_merge_applies_normalised_changes_in_order(self, store: osp.Store) -> None:
-        from objectspace.storage import TableChanges
+        from objectspace.tables import TableChanges
 
         seed(store)
 
         def fill(w: osp.StateWriter) -> None:
             w.put("t1", b"before", b"dropped by the merged truncate")
             w.merge({"t1": TableChanges(truncated=True, rows={b"m": b"1"})})
-            w.merge({"t2": TableChanges(rows={b"x": osp.storage.DELETED, b"n": b"2"})})
+            w.merge({"t2": TableChanges(rows={b"x": osp.tables.DELETED, b"n": b"2"})})
 
         commit(store, DIFF, fill)
         assert store.dump() == {"t1": {b"m": b"1"}, "t2": {b"y": b"8", b"n": b"2"}}

@@ -58,15 +58,8 @@ from objectspace.serialization import (
     Serializer,
 )
 from objectspace.space import ObjectSpace
-from objectspace.storage import (
-    CheckpointKind,
-    MemoryStore,
-    SQLiteStore,
-    StateReader,
-    StateWriter,
-    Store,
-    WriteStats,
-)
+from objectspace.stores import MemoryStore, SQLiteStore, Store
+from objectspace.tables import CheckpointKind, StateReader, StateWriter, WriteStats
 
 CheckpointStats = WriteStats
 

@@ -18,11 +18,14 @@ from typing import Any, NoReturn, TypeVar
 from objectspace.collections import KINDS
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import Emitter, Page, PersistedObject
-from objectspace.collections.dicts import PersistedDict, PersistedSortedDict
-from objectspace.collections.linked import PersistedLinkedList
-from objectspace.collections.lists import PersistedList
-from objectspace.collections.queues import PersistedQueue, PersistedStack
-from objectspace.collections.sets import PersistedSet, PersistedSortedSet
+from objectspace.collections.dict import PersistedDict
+from objectspace.collections.linked_list import PersistedLinkedList
+from objectspace.collections.list import PersistedList
+from objectspace.collections.queue import PersistedQueue
+from objectspace.collections.set import PersistedSet
+from objectspace.collections.sorted_dict import PersistedSortedDict
+from objectspace.collections.sorted_set import PersistedSortedSet
+from objectspace.collections.stack import PersistedStack
 from objectspace.collections.value import PersistedValue
 from objectspace.errors import (
     CorruptStateError,
@@ -31,12 +34,12 @@ from objectspace.errors import (
     WrongKindError,
 )
 from objectspace.serialization import MsgpackSerializer, Serializer
-from objectspace.storage.base import (
+from objectspace.tables import (
     DELETED,
     CheckpointKind,
     StateReader,
     StateWriter,
-    Store,
+    WriterSource,
     WriteStats,
 )
 
@@ -149,41 +152,43 @@ class ObjectSpace:
         except KeyError:
             raise KeyError(object_id) from None
 
-    def _get(self, object_id: str, cls: type[_T]) -> _T:
+    def get_as(self, object_id: str, cls: type[_T]) -> _T:
+        """The object ``object_id``, which must be a ``cls``: :class:`KeyError` if there is
+        none, :class:`~objectspace.WrongKindError` if it is of another kind."""
         obj = self.get(object_id)
         if type(obj) is not cls:
             raise WrongKindError(f"object {object_id!r} is a {obj.KIND}, not a {cls.KIND}")
         return obj
 
     def get_value(self, object_id: str) -> PersistedValue:
-        return self._get(object_id, PersistedValue)
+        return self.get_as(object_id, PersistedValue)
 
     def get_array(self, object_id: str) -> PersistedArray:
-        return self._get(object_id, PersistedArray)
+        return self.get_as(object_id, PersistedArray)
 
     def get_list(self, object_id: str) -> PersistedList:
-        return self._get(object_id, PersistedList)
+        return self.get_as(object_id, PersistedList)
 
     def get_queue(self, object_id: str) -> PersistedQueue:
-        return self._get(object_id, PersistedQueue)
+        return self.get_as(object_id, PersistedQueue)
 
     def get_stack(self, object_id: str) -> PersistedStack:
-        return self._get(object_id, PersistedStack)
+        return self.get_as(object_id, PersistedStack)
 
     def get_linked_list(self, object_id: str) -> PersistedLinkedList:
-        return self._get(object_id, PersistedLinkedList)
+        return self.get_as(object_id, PersistedLinkedList)
 
     def get_set(self, object_id: str) -> PersistedSet:
-        return self._get(object_id, PersistedSet)
+        return self.get_as(object_id, PersistedSet)
 
     def get_sorted_set(self, object_id: str) -> PersistedSortedSet:
-        return self._get(object_id, PersistedSortedSet)
+        return self.get_as(object_id, PersistedSortedSet)
 
     def get_dict(self, object_id: str) -> PersistedDict:
-        return self._get(object_id, PersistedDict)
+        return self.get_as(object_id, PersistedDict)
 
     def get_sorted_dict(self, object_id: str) -> PersistedSortedDict:
-        return self._get(object_id, PersistedSortedDict)
+        return self.get_as(object_id, PersistedSortedDict)
 
     def delete(self, object_id: str) -> None:
         """Delete an object; the next checkpoint deletes its tables (a constant cost).
@@ -283,7 +288,7 @@ class ObjectSpace:
         self._pending_deleted = set()
 
     def checkpoint(
-        self, store: Store, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL
+        self, store: WriterSource, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL
     ) -> WriteStats:
         """Save, commit and acknowledge in one call; returns what the commit wrote.
 

@@ -1,14 +1,21 @@
-"""The ten persisted collection types of an object space."""
+"""Layer 1: the ten persisted collection types of an object space, one module per type.
+
+The fields and hot methods live in the C extension ``_core`` (``_core.c``) or its pure-Python
+twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
+"""
 
 from __future__ import annotations
 
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import PersistedObject
-from objectspace.collections.dicts import PersistedDict, PersistedSortedDict
-from objectspace.collections.linked import LinkedListNode, PersistedLinkedList
-from objectspace.collections.lists import PersistedList
-from objectspace.collections.queues import PersistedQueue, PersistedStack
-from objectspace.collections.sets import PersistedSet, PersistedSortedSet
+from objectspace.collections.dict import PersistedDict
+from objectspace.collections.linked_list import LinkedListNode, PersistedLinkedList
+from objectspace.collections.list import PersistedList
+from objectspace.collections.queue import PersistedQueue
+from objectspace.collections.set import PersistedSet
+from objectspace.collections.sorted_dict import PersistedSortedDict
+from objectspace.collections.sorted_set import PersistedSortedSet
+from objectspace.collections.stack import PersistedStack
 from objectspace.collections.value import PersistedValue
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Chooses, once at import, the base classes holding the persisted types' fields.
 
-The C extension ``objectspace._core`` when it was built (``pip install`` compiles it when a
+The C extension ``objectspace.collections._core`` when it was built (``pip install`` compiles it when a
 C compiler is available), else the pure-Python :mod:`objectspace.collections._pycore`. Set
 ``OBJECTSPACE_PURE_PYTHON=1`` in the environment to use the pure-Python classes anyway.
 """
@@ -32,7 +32,7 @@ def _choose() -> tuple[ModuleType, Literal["c", "python"]]:
     """The module the classes come from, and which implementation it is."""
     if os.environ.get(PURE_PYTHON_ENV, "") in ("", "0"):
         try:
-            from objectspace import _core
+            from objectspace.collections import _core
         except ImportError:
             pass
         else:

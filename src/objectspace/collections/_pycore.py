@@ -1,6 +1,6 @@
 """The pure-Python base classes of the persisted types: their fields and hot methods.
 
-``objectspace._core`` (``src/objectspace/_core.c``) implements these six classes in C with
+``objectspace.collections._core`` (``src/objectspace/collections/_core.c``) implements these six classes in C with
 the same fields, methods, exceptions and dirty-tracking effects; this module is used when
 the extension was not built, or when ``OBJECTSPACE_PURE_PYTHON`` is set (see
 :mod:`objectspace.collections._impl`). Keep the two in step.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from objectspace.collections._impl import ArrayBase
 from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
 from objectspace.errors import CorruptStateError
-from objectspace.storage.base import StateReader
+from objectspace.tables import StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace

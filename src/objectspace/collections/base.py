@@ -24,7 +24,7 @@ import msgpack
 from objectspace.collections._impl import ObjectBase
 from objectspace.errors import ObjectDeletedError, SerializationError
 from objectspace.serialization import encode_key_with
-from objectspace.storage.base import DELETED, StateReader, TableChanges
+from objectspace.tables import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
@@ -239,6 +239,11 @@ class PersistedObject(ObjectBase):
     def id(self) -> str:
         """The object's id in its space."""
         return self._id
+
+    @property
+    def space(self) -> ObjectSpace | None:
+        """The space holding the object (``None`` once it was deleted from it)."""
+        return self._space
 
     @property
     def kind(self) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from objectspace.collections._impl import ValueBase
 from objectspace.collections.base import Emitter, Page, PersistedObject
-from objectspace.storage.base import StateReader
+from objectspace.tables import StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace

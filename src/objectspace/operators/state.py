@@ -78,7 +78,7 @@ class KeyState:
         if object_id in space:
             obj = space.get(object_id)
             if type(obj) is not cls:
-                return space._get(object_id, cls)  # raises WrongKindError
+                return space.get_as(object_id, cls)  # raises WrongKindError
             return obj
         return create(object_id)  # type: ignore[no-any-return]
 

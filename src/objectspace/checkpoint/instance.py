@@ -1,0 +1,288 @@
+"""An instance: the key groups of one index at one parallelism, restored lazily, saved as
+pending writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from objectspace.checkpoint._checks import EMPTY, _check_checkpoint_id
+from objectspace.checkpoint.compaction import _Chain
+from objectspace.checkpoint.receipts import Receipt, SaveStats
+from objectspace.errors import CheckpointError, StorageError
+from objectspace.space import ObjectSpace
+from objectspace.storage.contract import (
+    PendingPart,
+    WriteInfo,
+)
+from objectspace.tables import CheckpointKind, DictReader, StateWriter, WriteStats
+
+if TYPE_CHECKING:
+    from objectspace.checkpoint.operator import Operator
+
+__all__ = ["Instance"]
+
+
+class _Collector(StateWriter):
+    """A writer that only collects a space's edits; the backend persists them later."""
+
+    def _apply(self) -> WriteStats:  # pragma: no cover - never committed
+        raise StorageError("a collecting writer is not committed")
+
+
+class Instance:
+    """Owns the key groups of one index at one parallelism and their object spaces.
+
+    Spaces are restored on first use (``space``/``space_for_key``), so an instance that
+    touches few key groups reads little; :meth:`load_all` restores the whole range at once.
+    """
+
+    def __init__(
+        self, operator: Operator, index: int, parallelism: int, checkpoint: int | None = None
+    ) -> None:
+        self.operator = operator
+        self.index = index
+        self.parallelism = parallelism
+        self.key_groups: range = operator.key_groups.range_of(index, parallelism)
+        job = operator.job
+        if checkpoint is None:
+            self.base = job.last_checkpoint()
+        elif checkpoint == EMPTY:
+            self.base = None
+        else:
+            _check_checkpoint_id(checkpoint)
+            if checkpoint not in job.checkpoints():
+                raise CheckpointError(
+                    f"checkpoint {checkpoint} of job {job.name!r} is not restorable "
+                    f"(restorable: {_summary(job.checkpoints())})"
+                )
+            self.base = checkpoint
+        self.attempt = uuid.uuid4().hex[:12]
+        self._spaces: dict[int, ObjectSpace] = {}
+        self._chains: dict[int, _Chain] = {}
+        # Per loaded key group: (write id, version) of the newest write its state includes
+        # (None: no write), which identifies that state in the store.
+        self._heads: dict[int, tuple[int, int] | None] = {}
+        self._saved: tuple[int, list[WriteInfo]] | None = None
+        self.rows_read = 0
+        self.last_save = SaveStats()
+
+    def __repr__(self) -> str:
+        return (
+            f"Instance({self.operator.job.name!r}/{self.operator.name!r} {self.index} of "
+            f"{self.parallelism}, key groups {self.key_groups.start}..{self.key_groups.stop - 1})"
+        )
+
+    def _check(self, key_group: int) -> None:
+        if not isinstance(key_group, int) or isinstance(key_group, bool):
+            raise TypeError(
+                f"a key group is an int, not {type(key_group).__name__} "
+                f"({key_group!r}); use space_for_key(key) for keys"
+            )
+        if key_group not in self.key_groups:
+            raise CheckpointError(
+                f"key group {key_group} is not owned by instance {self.index} of "
+                f"{self.parallelism} of operator {self.operator.name!r} (it owns "
+                f"{self.key_groups.start}..{self.key_groups.stop - 1}; key group {key_group} "
+                f"belongs to instance "
+                f"{self.operator.key_groups.instance_of(key_group, self.parallelism)})"
+                if 0 <= key_group < self.operator.max_key_groups
+                else f"key group {key_group} is outside 0..{self.operator.max_key_groups - 1}"
+            )
+
+    def key_group(self, key: Any) -> int:
+        """The key group of ``key``."""
+        return self.operator.key_groups.key_group(key)
+
+    def space_for_key(self, key: Any) -> ObjectSpace:
+        """The object space of the key group of ``key`` (which this instance must own)."""
+        return self.space(self.operator.key_groups.key_group(key))
+
+    def space(self, key_group: int) -> ObjectSpace:
+        """The object space of ``key_group``, restored on first use."""
+        space = self._spaces.get(key_group)
+        if space is None:
+            self._check(key_group)
+            self._load(range(key_group, key_group + 1))
+            space = self._spaces[key_group]
+        return space
+
+    def preload(self, key_groups: Iterable[int]) -> None:
+        """Restore the given key groups (of this instance) not loaded yet, reading them in one
+        pass over the range that covers them, rather than one read per key group."""
+        wanted = sorted({g for g in key_groups if g not in self._spaces})
+        if not wanted:
+            return
+        for key_group in (wanted[0], wanted[-1]):
+            self._check(key_group)
+        self._load(range(wanted[0], wanted[-1] + 1))
+
+    def load_all(self) -> None:
+        """Restore every key group of the range that is not loaded yet."""
+        missing = [g for g in self.key_groups if g not in self._spaces]
+        if missing:
+            self._load(range(missing[0], missing[-1] + 1))
+
+    def loaded(self) -> dict[int, ObjectSpace]:
+        """The key groups restored so far and their spaces."""
+        return dict(self._spaces)
+
+    def _load(self, key_groups: range) -> None:
+        op = self.operator
+        backend = op.job.backend
+        base = self.base
+        stored = {} if base is None else backend.load(op.job.name, op.name, key_groups, base)
+        loaded: dict[int, tuple[ObjectSpace, _Chain, tuple[int, int] | None]] = {}
+        for key_group in key_groups:
+            if key_group in self._spaces:
+                continue
+            writes, tables = stored.get(key_group, ([], {}))
+            if writes:
+                self.rows_read += sum(w.rows for w in writes)
+                space = ObjectSpace.load(DictReader(tables), op.serializer)
+                head: tuple[int, int] | None = (writes[-1].write_id, writes[-1].version)
+            else:
+                space = ObjectSpace(op.serializer)
+                head = None
+            loaded[key_group] = (space, _Chain.of(writes), head)
+        # Chains and rows come from one snapshot; a base dropped by retention meanwhile
+        # (never re-added) means the caller asked for state that is no longer kept.
+        if base is not None and base not in op.job.checkpoints():
+            raise CheckpointError(
+                f"checkpoint {base} of job {op.job.name!r} was dropped by retention before "
+                f"instance {self.index} of {self.parallelism} restored key groups "
+                f"{key_groups.start}..{key_groups.stop - 1}; restore from a retained checkpoint"
+            )
+        for key_group, (space, chain, head) in loaded.items():
+            self._spaces[key_group] = space
+            self._chains[key_group] = chain
+            self._heads[key_group] = head
+
+    def save(self, checkpoint_id: int) -> Receipt:
+        """Write the edits of every loaded key group as pending version ``checkpoint_id``.
+
+        A key group whose chain is too long (see :class:`CompactionPolicy`) is written as a
+        full version. Nothing is visible until :meth:`Job.commit`; call :meth:`on_saved`
+        after the commit succeeded.
+        """
+        _check_checkpoint_id(checkpoint_id)
+        if self.base is not None and checkpoint_id <= self.base:
+            raise CheckpointError(
+                f"cannot save checkpoint {checkpoint_id}: instance restored as of "
+                f"{self.base}, so the next checkpoint must be greater"
+            )
+        op = self.operator
+        parts: list[PendingPart] = []
+        for key_group, space in self._spaces.items():
+            if not space.is_dirty:
+                continue  # an unchanged key group needs no new version, nor compaction
+            full = op.compaction.needs_full(self._chains[key_group])
+            writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
+            space.save(writer)
+            head = self._heads.get(key_group)
+            parts.append(
+                PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
+            )
+        writes = op.job.backend.write_pending(
+            op.job.name, op.name, checkpoint_id, self.attempt, parts
+        )
+        self._saved = (checkpoint_id, writes)
+        stats = SaveStats(
+            key_groups=len(writes),
+            full=sum(w.full for w in writes),
+            bytes_written=sum(w.bytes for w in writes),
+            rows_written=sum(w.rows for w in writes),
+        )
+        self.last_save = stats
+        return Receipt(
+            job=op.job.name,
+            operator=op.name,
+            index=self.index,
+            parallelism=self.parallelism,
+            checkpoint_id=checkpoint_id,
+            base=self.base,
+            attempt=self.attempt,
+            writes=tuple((w.key_group, w.write_id) for w in writes),
+            bytes_written=stats.bytes_written,
+            rows_written=stats.rows_written,
+        )
+
+    def on_saved(self) -> None:
+        """Acknowledge the last save after its checkpoint was committed."""
+        if self._saved is None:
+            return
+        checkpoint_id, writes = self._saved
+        saved = {w.key_group: w for w in writes}
+        for key_group, space in self._spaces.items():
+            write = saved.get(key_group)
+            if write is not None:
+                space.on_saved()
+                self._chains[key_group] = self._chains[key_group].after(write)
+                self._heads[key_group] = (write.write_id, write.version)
+        self.base = checkpoint_id
+        self._saved = None
+
+    @property
+    def pending_save(self) -> tuple[int, list[WriteInfo]] | None:
+        """The checkpoint id and the writes of the last save that :meth:`on_saved` has not
+        acknowledged yet (``None``: none)."""
+        return self._saved
+
+    def heads(self) -> dict[int, tuple[int, int] | None]:
+        """Per loaded key group, the (write id, version) of the newest write its state
+        includes once the last save is acknowledged (``None``: no write): the store holds
+        exactly this state where the key group's restore chain ends with that write."""
+        heads = dict(self._heads)
+        if self._saved is not None:
+            for write in self._saved[1]:
+                heads[write.key_group] = (write.write_id, write.version)
+        return heads
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """The instance's in-memory state as plain picklable data (spaces with their
+        unacknowledged edit pages, chain costs, heads, the last save), for
+        :meth:`from_snapshot` in another process."""
+        return {
+            "index": self.index,
+            "parallelism": self.parallelism,
+            "key_groups": (self.key_groups.start, self.key_groups.stop),
+            "base": self.base,
+            "spaces": self._spaces,
+            "chains": self._chains,
+            "heads": self._heads,
+            "saved": self._saved,
+        }
+
+    @classmethod
+    def from_snapshot(cls, operator: Operator, snapshot: dict[str, Any]) -> Instance:
+        """The instance :meth:`to_snapshot` described, of ``operator``, with a new attempt
+        id. Nothing is checked against the store: the caller decides whether the state is
+        the one it wants (see :meth:`heads`) before acknowledging its save."""
+        instance = cls(operator, snapshot["index"], snapshot["parallelism"], EMPTY)
+        if (instance.key_groups.start, instance.key_groups.stop) != snapshot["key_groups"]:
+            raise CheckpointError(
+                f"snapshot of instance {instance.index} of {instance.parallelism} holds key "
+                f"groups {snapshot['key_groups']}, not {instance.key_groups}"
+            )
+        instance.base = snapshot["base"]
+        instance._spaces = snapshot["spaces"]
+        instance._chains = snapshot["chains"]
+        instance._heads = snapshot["heads"]
+        instance._saved = snapshot["saved"]
+        return instance
+
+    def spaces(self) -> Iterator[tuple[int, ObjectSpace]]:
+        """Every key group of the range with its space (restoring the missing ones)."""
+        self.load_all()
+        for key_group in self.key_groups:
+            yield key_group, self._spaces[key_group]
+
+
+def _summary(ids: Sequence[int]) -> str:
+    if not ids:
+        return "none"
+    if len(ids) <= 6:
+        return ", ".join(map(str, ids))
+    return f"{ids[0]}..{ids[-1]} ({len(ids)} checkpoints)"

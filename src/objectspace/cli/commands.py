@@ -1,0 +1,184 @@
+"""The subcommands of ``objectspace``: each takes the parsed arguments and returns the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from objectspace.checkpoint import Storage
+
+# -- subcommands ------------------------------------------------------------------------------
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.core:
+        from objectspace.demo.core import run_demo
+
+        run_demo()
+        return 0
+    from objectspace.demo.spark import run_spark_demo
+
+    return run_spark_demo(batches=args.batches)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _emit(args: argparse.Namespace, data: Any, render: Callable[..., None], *extra: Any) -> None:
+    from objectspace.inspection import dumps
+
+    if args.json:
+        sys.stdout.write(dumps(data) + "\n")
+    else:
+        render(data, _console(), *extra)
+
+
+@contextmanager
+def _storage(url: str) -> Iterator[Storage]:
+    from objectspace.inspection import open_existing
+
+    storage = open_existing(url)
+    try:
+        yield storage
+    finally:
+        storage.close()
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from objectspace.cli.render import render_inspect
+    from objectspace.inspection import inspect_storage
+
+    with _storage(args.url) as storage:
+        data = inspect_storage(storage, args.job, args.operator)
+    _emit(args, data, render_inspect, args.limit)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    has_key = args.key is not None
+    key = ins.parse_key(args.key, args.key_type) if has_key else None
+    with _storage(args.url) as storage:
+        op = ins.find_operator(
+            storage, args.job, args.operator, ins.serializer_named(args.serializer)
+        )
+        data = ins.show_objects(
+            op,
+            key=key,
+            key_group=args.key_group,
+            checkpoint=args.checkpoint,
+            limit=args.limit,
+            has_key=has_key,
+        )
+    _emit(args, data, render.render_show)
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    with _storage(args.url) as storage:
+        op = ins.find_operator(
+            storage, args.job, args.operator, ins.serializer_named(args.serializer)
+        )
+        with render.progress_bar("comparing key groups") as progress:
+            data = ins.diff_checkpoints(
+                op, args.from_, args.to, limit=args.limit, progress=progress
+            )
+    _emit(args, data, render.render_diff)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    with _storage(args.url) as storage:
+        op = ins.find_operator(
+            storage, args.job, args.operator, ins.serializer_named(args.serializer)
+        )
+        with render.progress_bar("exporting key groups") as progress:
+            data = ins.export_parquet(op, args.to, args.checkpoint, progress)
+    _emit(args, data, render.render_export)
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    with _storage(args.url) as storage, render.progress_bar("collecting garbage") as progress:
+        progress(0, 0)
+        data = ins.collect_garbage(storage, args.grace, dry_run=args.dry_run)
+    _emit(args, data, render.render_gc)
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    with _storage(args.url) as storage, render.progress_bar("compacting") as progress:
+        data = ins.compact_job(storage, args.job, verify=not args.no_verify, progress=progress)
+    _emit(args, data, render.render_compact)
+    return 0
+
+
+def _retain(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    with _storage(args.url) as storage, render.progress_bar("applying retention") as progress:
+        progress(0, 0)
+        data = ins.retain_job(storage, args.job, args.keep_last)
+    _emit(args, data, render.render_retain)
+    return 0
+
+
+def _benchmarks_root() -> Path:
+    """The source checkout holding ``benchmarks/``: the current folder or the package's."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (root / "benchmarks" / "__main__.py").is_file():
+            return root
+    raise FileNotFoundError(
+        "cannot find benchmarks/ (run `objectspace bench` from a source checkout of objectspace)"
+    )
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from objectspace.demo.plots import draw_benchmarks
+
+    root = _benchmarks_root()
+    if not args.plots_only:
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            *(["--quick"] if args.quick else []),
+            *args.names,
+        ]
+        done = subprocess.run(command, cwd=root, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command[1:])}` failed with exit code {done.returncode}")
+    results = root / "benchmarks" / "results.json"
+    drawn = draw_benchmarks(results, root / "docs")
+    if not drawn:
+        print(f"no {results.relative_to(root)} found: no plots drawn")
+    for path in drawn:
+        print(f"drew {path.relative_to(root)}")
+    return 0
+
+
+# -- the parser ---------------------------------------------------------------------------------

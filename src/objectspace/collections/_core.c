@@ -1,0 +1,1489 @@
+/*
+ * objectspace.collections._core: the fields and hot methods of the persisted types, in C.
+ *
+ * The pure-Python twin of this module is objectspace/collections/_pycore.py: the same six
+ * classes, fields, methods, exceptions and dirty-tracking effects. Keep the two in step.
+ * objectspace/collections/_impl.py chooses between them at import.
+ *
+ *   ObjectBase  the fields every persisted object shares (_id, _space, _dirty, _meta, ...)
+ *   ValueBase   + _value; the `value` property
+ *   ArrayBase   + _data (a list); len, a[i], a[i] = x, iter
+ *   ListBase    + _data (a list); len, l[i], append
+ *   QueueBase   + _data (a deque), _head; len, enqueue, dequeue, peek
+ *   StackBase   + _data (a list); len, push, pop, peek
+ *
+ * Every field is an object slot (a T_OBJECT_EX member), read and written by name from
+ * Python exactly like a __slots__ entry: the save path (_emit, _freeze, _current_page ...)
+ * stays in Python and reads them by name. Each type lists its fields in __slots__ (in its
+ * __dict__), so copyreg._slotnames and code that walks __slots__ along the MRO see them.
+ * The first edit of a page calls the Python method _touch().
+ *
+ * Objects pickle as (copyreg.__newobj__, (cls,), (dict or None, {slot: value})), the format
+ * the default reduction gives the pure-Python classes.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+/* -- module state (single-phase init: one interpreter) ------------------------------------- */
+
+static PyObject *str_touch;        /* "_touch" */
+static PyObject *str_value;        /* "value" */
+static PyObject *str_add;          /* "add" */
+static PyObject *str_append;       /* "append" */
+static PyObject *str_popleft;      /* "popleft" */
+static PyObject *str_pop;          /* "pop" */
+static PyObject *str_getstate;     /* "__getstate__" */
+static PyObject *str_dict;         /* "__dict__" */
+static PyObject *str_delitem;      /* "__delitem__" */
+static PyObject *int_zero;         /* 0 */
+static PyObject *int_one;          /* 1 */
+static PyObject *copyreg_newobj;   /* copyreg.__newobj__ */
+static PyObject *copyreg_slotnames;/* copyreg._slotnames */
+static PyTypeObject *deque_type;   /* collections.deque */
+
+/* METH_FASTCALL's signature (spelled out: its public name changed across versions) */
+typedef PyObject *(*fastcall_fn)(PyObject *, PyObject *const *, Py_ssize_t);
+
+/* A builtin method called through its C function (after an exact type check). */
+typedef struct {
+    PyObject *descr;
+    PyCFunction meth;
+    int flags; /* METH_O, METH_NOARGS or METH_FASTCALL; 0: call descr */
+} FastMethod;
+
+static FastMethod deque_append, deque_popleft, list_pop;
+
+static int
+fast_method_init(FastMethod *m, PyTypeObject *type, const char *name)
+{
+    m->descr = PyObject_GetAttrString((PyObject *)type, name);
+    if (m->descr == NULL) {
+        return -1;
+    }
+    m->meth = NULL;
+    m->flags = 0;
+    if (Py_IS_TYPE(m->descr, &PyMethodDescr_Type)) {
+        PyMethodDef *def = ((PyMethodDescrObject *)m->descr)->d_method;
+        int flags = def->ml_flags & ~METH_COEXIST;
+        if (flags == METH_O || flags == METH_NOARGS || flags == METH_FASTCALL) {
+            m->meth = def->ml_meth;
+            m->flags = flags;
+        }
+    }
+    return 0;
+}
+
+/* m(self) */
+static PyObject *
+fast_call0(FastMethod *m, PyObject *self)
+{
+    switch (m->flags) {
+    case METH_NOARGS:
+        return m->meth(self, NULL);
+    case METH_FASTCALL:
+        return ((fastcall_fn)(void (*)(void))m->meth)(self, NULL, 0);
+    default:
+        return PyObject_Vectorcall(m->descr, &self, 1, NULL);
+    }
+}
+
+/* m(self, arg) */
+static PyObject *
+fast_call1(FastMethod *m, PyObject *self, PyObject *arg)
+{
+    switch (m->flags) {
+    case METH_O:
+        return m->meth(self, arg);
+    case METH_FASTCALL:
+        return ((fastcall_fn)(void (*)(void))m->meth)(self, &arg, 1);
+    default: {
+        PyObject *args[2] = {self, arg};
+        return PyObject_Vectorcall(m->descr, args, 2, NULL);
+    }
+    }
+}
+
+/* -- ObjectBase ---------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *cleared;
+    PyObject *dirty;
+    PyObject *id;
+    PyObject *meta;
+    PyObject *new_;
+    PyObject *pending;
+    PyObject *registered;
+    PyObject *space;
+    PyObject *t_data;
+    PyObject *t_items;
+    PyObject *t_meta;
+} BaseObject;
+
+/* The error reading an unset field raises (the member descriptor's own); always -1. */
+static int
+missing(PyObject *self, const char *name)
+{
+    PyObject *value = PyObject_GetAttrString(self, name);
+    if (value != NULL) {
+        Py_DECREF(value);
+        PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'",
+                     Py_TYPE(self)->tp_name, name);
+    }
+    return -1;
+}
+
+#define FIELD_OR_FAIL(var, self, field, name, fail)         \
+    do {                                                    \
+        (var) = (self)->field;                              \
+        if ((var) == NULL) {                                \
+            missing((PyObject *)(self), (name));            \
+            fail;                                           \
+        }                                                   \
+    } while (0)
+
+static int touch_slow(BaseObject *self);
+
+/* `if not self._registered: self._touch()` */
+static inline int
+touch(BaseObject *self)
+{
+    return self->registered == Py_True ? 0 : touch_slow(self);
+}
+
+static int
+touch_slow(BaseObject *self)
+{
+    PyObject *registered = self->registered;
+    if (registered != Py_False) {
+        if (registered == NULL) {
+            return missing((PyObject *)self, "_registered");
+        }
+        Py_INCREF(registered);
+        int truth = PyObject_IsTrue(registered);
+        Py_DECREF(registered);
+        if (truth != 0) {
+            return truth < 0 ? -1 : 0;
+        }
+    }
+    PyObject *result = PyObject_CallMethodNoArgs((PyObject *)self, str_touch);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
+/* `self.<field> = True` */
+static inline void
+set_true(PyObject **field)
+{
+    PyObject *old = *field;
+    if (old != Py_True) {
+        Py_INCREF(Py_True);
+        *field = Py_True;
+        Py_XDECREF(old);
+    }
+}
+
+/* `self._dirty.add(key)` */
+static int
+dirty_add(BaseObject *self, PyObject *key)
+{
+    PyObject *dirty;
+    FIELD_OR_FAIL(dirty, self, dirty, "_dirty", return -1);
+    Py_INCREF(dirty);
+    int rc;
+    if (PySet_CheckExact(dirty)) {
+        rc = PySet_Add(dirty, key);
+    }
+    else {
+        PyObject *result = PyObject_CallMethodOneArg(dirty, str_add, key);
+        rc = result == NULL ? -1 : 0;
+        Py_XDECREF(result);
+    }
+    Py_DECREF(dirty);
+    return rc;
+}
+
+/* -- slot indexes as shared int objects ---------------------------------------------------
+ *
+ * The dirty sets hold slot indexes (and queue positions) as ints. The ints below
+ * INDEX_CACHE_LIMIT are made once, on first use, and shared: every dirty set, page and queue
+ * head holding index n holds the same object, instead of allocating one per edit and per
+ * page. The cache lives as long as the process and holds at most INDEX_CACHE_LIMIT ints
+ * (40 bytes each with their pointer: 10 MB), only as many as the largest index used.
+ */
+
+#define INDEX_CACHE_LIMIT ((Py_ssize_t)1 << 18)
+
+static PyObject **index_cache;     /* index_cache[n]: the int n, or NULL */
+static Py_ssize_t index_cache_size;
+
+static PyObject *
+index_int_slow(Py_ssize_t n)
+{
+    if (n < 0 || n >= INDEX_CACHE_LIMIT) {
+        return PyLong_FromSsize_t(n);
+    }
+    if (n >= index_cache_size) {
+        Py_ssize_t size = index_cache_size > 0 ? index_cache_size : 1024;
+        while (size <= n) {
+            size *= 2;
+        }
+        PyObject **grown = PyMem_Realloc(index_cache, (size_t)size * sizeof(PyObject *));
+        if (grown == NULL) {
+            return PyLong_FromSsize_t(n); /* no room to cache: an int of its own */
+        }
+        memset(grown + index_cache_size, 0,
+               (size_t)(size - index_cache_size) * sizeof(PyObject *));
+        index_cache = grown;
+        index_cache_size = size;
+    }
+    PyObject *key = PyLong_FromSsize_t(n);
+    if (key == NULL) {
+        return NULL;
+    }
+    index_cache[n] = Py_NewRef(key);
+    return key;
+}
+
+/* the int n (a new reference) */
+static inline PyObject *
+index_int(Py_ssize_t n)
+{
+    if ((size_t)n < (size_t)index_cache_size && index_cache[n] != NULL) {
+        return Py_NewRef(index_cache[n]);
+    }
+    return index_int_slow(n);
+}
+
+/* `self._dirty.add(n)` */
+static int
+dirty_add_ssize(BaseObject *self, Py_ssize_t n)
+{
+    PyObject *key = index_int(n);
+    if (key == NULL) {
+        return -1;
+    }
+    int rc = dirty_add(self, key);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* `len(data)`, -1 on error */
+static inline Py_ssize_t
+length_of(PyObject *data)
+{
+    if (PyList_CheckExact(data)) {
+        return PyList_GET_SIZE(data);
+    }
+    if (Py_IS_TYPE(data, deque_type)) {
+        return Py_SIZE(data);
+    }
+    Py_INCREF(data);
+    Py_ssize_t n = PyObject_Size(data);
+    Py_DECREF(data);
+    return n;
+}
+
+/* `not data`: 1 if empty, 0 if not, -1 on error */
+static inline int
+is_empty(PyObject *data)
+{
+    if (PyList_CheckExact(data)) {
+        return PyList_GET_SIZE(data) == 0;
+    }
+    if (Py_IS_TYPE(data, deque_type)) {
+        return Py_SIZE(data) == 0;
+    }
+    Py_INCREF(data);
+    int truth = PyObject_IsTrue(data);
+    Py_DECREF(data);
+    return truth < 0 ? -1 : !truth;
+}
+
+/* raise IndexError(f"{prefix} {self._id!r}"); returns NULL */
+static PyObject *
+empty_error(BaseObject *self, const char *prefix)
+{
+    PyObject *id;
+    FIELD_OR_FAIL(id, self, id, "_id", return NULL);
+    Py_INCREF(id);
+    PyObject *message = PyUnicode_FromFormat("%s %R", prefix, id);
+    Py_DECREF(id);
+    if (message != NULL) {
+        PyErr_SetObject(PyExc_IndexError, message);
+        Py_DECREF(message);
+    }
+    return NULL;
+}
+
+static int
+base_traverse(BaseObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cleared);
+    Py_VISIT(self->dirty);
+    Py_VISIT(self->id);
+    Py_VISIT(self->meta);
+    Py_VISIT(self->new_);
+    Py_VISIT(self->pending);
+    Py_VISIT(self->registered);
+    Py_VISIT(self->space);
+    Py_VISIT(self->t_data);
+    Py_VISIT(self->t_items);
+    Py_VISIT(self->t_meta);
+    return 0;
+}
+
+static int
+base_clear(BaseObject *self)
+{
+    Py_CLEAR(self->cleared);
+    Py_CLEAR(self->dirty);
+    Py_CLEAR(self->id);
+    Py_CLEAR(self->meta);
+    Py_CLEAR(self->new_);
+    Py_CLEAR(self->pending);
+    Py_CLEAR(self->registered);
+    Py_CLEAR(self->space);
+    Py_CLEAR(self->t_data);
+    Py_CLEAR(self->t_items);
+    Py_CLEAR(self->t_meta);
+    return 0;
+}
+
+static void
+base_dealloc(BaseObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    base_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* (None or a copy of __dict__, {slot name: value} for every slot that is set) */
+static PyObject *
+base_getstate(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *state = NULL, *slots = NULL, *names = NULL, *result = NULL;
+
+    if (Py_TYPE(self)->tp_dictoffset != 0) {
+        PyObject *dict = PyObject_GetAttr(self, str_dict);
+        if (dict == NULL) {
+            goto done;
+        }
+        if (PyDict_Check(dict) && PyDict_GET_SIZE(dict) > 0) {
+            state = PyDict_Copy(dict);
+            Py_DECREF(dict);
+            if (state == NULL) {
+                goto done;
+            }
+        }
+        else {
+            Py_DECREF(dict);
+        }
+    }
+    if (state == NULL) {
+        state = Py_NewRef(Py_None);
+    }
+    slots = PyDict_New();
+    if (slots == NULL) {
+        goto done;
+    }
+    names = PyObject_CallOneArg(copyreg_slotnames, (PyObject *)Py_TYPE(self));
+    if (names == NULL) {
+        goto done;
+    }
+    if (!PyList_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "copyreg._slotnames should return a list");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        PyObject *name = PyList_GET_ITEM(names, i);
+        PyObject *value = PyObject_GetAttr(self, name);
+        if (value == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                goto done;
+            }
+            PyErr_Clear(); /* an unset slot */
+        }
+        else {
+            int rc = PyDict_SetItem(slots, name, value);
+            Py_DECREF(value);
+            if (rc < 0) {
+                goto done;
+            }
+        }
+    }
+    result = PyTuple_Pack(2, state, slots);
+done:
+    Py_XDECREF(state);
+    Py_XDECREF(slots);
+    Py_XDECREF(names);
+    return result;
+}
+
+static int
+set_attributes(PyObject *self, PyObject *mapping)
+{
+    if (!PyDict_Check(mapping)) {
+        PyErr_SetString(PyExc_TypeError, "the state of a persisted object is a dict of slots");
+        return -1;
+    }
+    PyObject *items = PyDict_Items(mapping);
+    if (items == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (PyObject_SetAttr(self, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0) {
+            Py_DECREF(items);
+            return -1;
+        }
+    }
+    Py_DECREF(items);
+    return 0;
+}
+
+/* The inverse of __getstate__ (and what pickle does for objects without __setstate__). */
+static PyObject *
+base_setstate(PyObject *self, PyObject *state)
+{
+    PyObject *slots = NULL;
+    if (PyTuple_Check(state) && PyTuple_GET_SIZE(state) == 2) {
+        slots = PyTuple_GET_ITEM(state, 1);
+        state = PyTuple_GET_ITEM(state, 0);
+    }
+    Py_INCREF(state);
+    Py_XINCREF(slots);
+    int rc = 0;
+    if (state != Py_None) {
+        if (Py_TYPE(self)->tp_dictoffset != 0 && PyDict_Check(state)) {
+            PyObject *dict = PyObject_GetAttr(self, str_dict);
+            rc = dict == NULL ? -1 : PyDict_Update(dict, state);
+            Py_XDECREF(dict);
+        }
+        else {
+            rc = set_attributes(self, state);
+        }
+    }
+    if (rc == 0 && slots != NULL && slots != Py_None) {
+        rc = set_attributes(self, slots);
+    }
+    Py_DECREF(state);
+    Py_XDECREF(slots);
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* (copyreg.__newobj__, (type(self),), self.__getstate__()), for every pickle protocol */
+static PyObject *
+base_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *state = PyObject_CallMethodNoArgs(self, str_getstate);
+    if (state == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("O(O)N", copyreg_newobj, (PyObject *)Py_TYPE(self), state);
+}
+
+static PyMethodDef base_methods[] = {
+    {"__getstate__", base_getstate, METH_NOARGS,
+     "__getstate__($self, /)\n--\n\n"
+     "(None, {slot: value}) for every slot that is set (a copy of __dict__ first, if any)."},
+    {"__setstate__", base_setstate, METH_O,
+     "__setstate__($self, state, /)\n--\n\nSet the slots from __getstate__'s result."},
+    {"__reduce__", base_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\n(copyreg.__newobj__, (type(self),), self.__getstate__())."},
+    {NULL}};
+
+#define MEMBER(name, type, field) {name, T_OBJECT_EX, offsetof(type, field), 0, NULL}
+
+static PyMemberDef base_members[] = {
+    MEMBER("_cleared", BaseObject, cleared),
+    MEMBER("_dirty", BaseObject, dirty),
+    MEMBER("_id", BaseObject, id),
+    MEMBER("_meta", BaseObject, meta),
+    MEMBER("_new", BaseObject, new_),
+    MEMBER("_pending", BaseObject, pending),
+    MEMBER("_registered", BaseObject, registered),
+    MEMBER("_space", BaseObject, space),
+    MEMBER("_t_data", BaseObject, t_data),
+    MEMBER("_t_items", BaseObject, t_items),
+    MEMBER("_t_meta", BaseObject, t_meta),
+    {NULL}};
+
+#define TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC)
+
+static PyTypeObject ObjectBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.ObjectBase",
+    .tp_doc = "The fields of every persisted object (set by PersistedObject.__init__).",
+    .tp_basicsize = sizeof(BaseObject),
+    .tp_flags = TYPE_FLAGS,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)base_dealloc,
+    .tp_traverse = (traverseproc)base_traverse,
+    .tp_clear = (inquiry)base_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_methods = base_methods,
+    .tp_members = base_members,
+};
+
+/* -- ValueBase ----------------------------------------------------------------------------- */
+
+typedef struct {
+    BaseObject base;
+    PyObject *value;
+} ValueObject;
+
+static int
+value_traverse(ValueObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->value);
+    return base_traverse(&self->base, visit, arg);
+}
+
+static int
+value_clear(ValueObject *self)
+{
+    Py_CLEAR(self->value);
+    return base_clear(&self->base);
+}
+
+static void
+value_dealloc(ValueObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    value_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+value_get(ValueObject *self, void *Py_UNUSED(closure))
+{
+    PyObject *value;
+    FIELD_OR_FAIL(value, self, value, "_value", return NULL);
+    return Py_NewRef(value);
+}
+
+static int
+value_set(ValueObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL) {
+        PyObject *qualname = PyType_GetQualName(Py_TYPE(self));
+        if (qualname != NULL) {
+            PyErr_Format(PyExc_AttributeError, "property 'value' of %R object has no deleter",
+                         qualname);
+            Py_DECREF(qualname);
+        }
+        return -1;
+    }
+    if (touch(&self->base) < 0) {
+        return -1;
+    }
+    Py_XSETREF(self->value, Py_NewRef(value));
+    set_true(&self->base.meta);
+    return 0;
+}
+
+/*
+ * `v.value = x` goes through the type's tp_setattro: generic attribute assignment looks the
+ * name up along the MRO and calls the descriptor found. This one calls value_set directly
+ * when the name is "value" and the type's "value" is ValueBase's descriptor (a subclass
+ * may override it). The last type checked is remembered with its version tag, which
+ * changes whenever the type or a base is modified; the generic path does the rest.
+ */
+static PyObject *value_descr;           /* ValueBase.__dict__["value"] */
+static PyTypeObject *value_checked_type; /* its "value" is value_descr, as of ... */
+static unsigned int value_checked_version; /* ... this version tag (0: none) */
+
+static int
+value_setattro(PyObject *self, PyObject *name, PyObject *value)
+{
+    if (name == str_value && value != NULL) {
+        PyTypeObject *type = Py_TYPE(self);
+        if (type == value_checked_type && type->tp_version_tag == value_checked_version &&
+            value_checked_version != 0) {
+            return value_set((ValueObject *)self, value, NULL);
+        }
+        if (_PyType_Lookup(type, name) == value_descr) {
+            if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+                value_checked_type = type;
+                value_checked_version = type->tp_version_tag;
+            }
+            return value_set((ValueObject *)self, value, NULL);
+        }
+    }
+    return PyObject_GenericSetAttr(self, name, value);
+}
+
+static PyGetSetDef value_getset[] = {
+    {"value", (getter)value_get, (setter)value_set, "The current value.", NULL},
+    {NULL}};
+
+static PyMemberDef value_members[] = {MEMBER("_value", ValueObject, value), {NULL}};
+
+static PyTypeObject ValueBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.ValueBase",
+    .tp_doc = "The field and accessor of a persisted value.",
+    .tp_basicsize = sizeof(ValueObject),
+    .tp_flags = TYPE_FLAGS,
+    .tp_base = &ObjectBase_Type,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)value_dealloc,
+    .tp_traverse = (traverseproc)value_traverse,
+    .tp_clear = (inquiry)value_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_members = value_members,
+    .tp_getset = value_getset,
+    .tp_setattro = value_setattro,
+};
+
+/* -- the kinds holding their values in _data: ArrayBase, ListBase, StackBase ------------------ */
+
+typedef struct {
+    BaseObject base;
+    PyObject *data;
+} DataObject;
+
+static int
+data_traverse(DataObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->data);
+    return base_traverse(&self->base, visit, arg);
+}
+
+static int
+data_clear(DataObject *self)
+{
+    Py_CLEAR(self->data);
+    return base_clear(&self->base);
+}
+
+static void
+data_dealloc(DataObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    data_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef data_members[] = {MEMBER("_data", DataObject, data), {NULL}};
+
+/* `len(self._data)` */
+static Py_ssize_t
+data_length(DataObject *self)
+{
+    PyObject *data;
+    FIELD_OR_FAIL(data, self, data, "_data", return -1);
+    return length_of(data);
+}
+
+/* -- ArrayBase ----------------------------------------------------------------------------- */
+
+/* raise IndexError(f"array {self._id!r} index {index} out of range (length {len(data)})") */
+static void
+array_index_error(BaseObject *self, PyObject *index, PyObject *data)
+{
+    PyObject *id_repr = NULL, *index_text = NULL, *message = NULL, *exc = NULL;
+    Py_ssize_t n;
+    if (self->id == NULL) {
+        missing((PyObject *)self, "_id");
+        return;
+    }
+    id_repr = PyObject_Repr(self->id);
+    if (id_repr == NULL) {
+        goto done;
+    }
+    index_text = PyObject_Format(index, NULL);
+    if (index_text == NULL) {
+        goto done;
+    }
+    n = length_of(data);
+    if (n < 0) {
+        goto done;
+    }
+    message = PyUnicode_FromFormat("array %U index %U out of range (length %zd)", id_repr,
+                                   index_text, n);
+    if (message == NULL) {
+        goto done;
+    }
+    exc = PyObject_CallOneArg(PyExc_IndexError, message);
+    if (exc == NULL) {
+        goto done;
+    }
+    PyException_SetCause(exc, NULL); /* `from None` */
+    PyErr_SetObject(PyExc_IndexError, exc);
+done:
+    Py_XDECREF(id_repr);
+    Py_XDECREF(index_text);
+    Py_XDECREF(message);
+    Py_XDECREF(exc);
+}
+
+/* `self._data[index]`, an out-of-range int index raising the array's IndexError */
+static PyObject *
+array_subscript(DataObject *self, PyObject *index)
+{
+    PyObject *data, *item;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    if (PyLong_CheckExact(index) && PyList_CheckExact(data)) {
+        Py_ssize_t i = PyLong_AsSsize_t(index);
+        if (i != -1 || !PyErr_Occurred()) {
+            Py_ssize_t n = PyList_GET_SIZE(data);
+            if (i < 0) {
+                i += n;
+            }
+            if (i >= 0 && i < n) {
+                return Py_NewRef(PyList_GET_ITEM(data, i));
+            }
+            array_index_error(&self->base, index, data);
+            return NULL;
+        }
+        PyErr_Clear(); /* too large: the list raises IndexError */
+    }
+    if (PySlice_Check(index)) {
+        Py_INCREF(data);
+        item = PyObject_GetItem(data, index);
+        Py_DECREF(data);
+        return item;
+    }
+    Py_INCREF(data);
+    item = PyObject_GetItem(data, index);
+    Py_DECREF(data);
+    if (item == NULL && PyErr_ExceptionMatches(PyExc_IndexError)) {
+        PyErr_Clear();
+        FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+        Py_INCREF(data);
+        array_index_error(&self->base, index, data);
+        Py_DECREF(data);
+    }
+    return item;
+}
+
+static int
+array_ass_subscript(DataObject *self, PyObject *index, PyObject *value)
+{
+    PyObject *idx = NULL, *data = NULL, *key = NULL;
+    int rc = -1;
+
+    if (value == NULL) { /* no __delitem__: del a[i] fails as on a class without one */
+        PyErr_SetObject(PyExc_AttributeError, str_delitem);
+        return -1;
+    }
+    if (touch(&self->base) < 0) {
+        return -1;
+    }
+    if (PyLong_CheckExact(index)) {
+        idx = Py_NewRef(index);
+    }
+    else if (PyLong_Check(index)) {
+        idx = PyNumber_Long(index); /* `int(index)` */
+        if (idx == NULL) {
+            return -1;
+        }
+    }
+    else if (!PySlice_Check(index) && Py_TYPE(index)->tp_as_number != NULL &&
+             Py_TYPE(index)->tp_as_number->nb_index != NULL) {
+        idx = PyNumber_Index(index); /* `operator.index(index)`, as a list takes it */
+        if (idx == NULL) {
+            return -1;
+        }
+    }
+    else {
+        PyObject *id, *name;
+        FIELD_OR_FAIL(id, &self->base, id, "_id", return -1);
+        Py_INCREF(id);
+        name = PyType_GetName(Py_TYPE(index));
+        if (name != NULL) {
+            PyErr_Format(PyExc_TypeError, "array %R indices are ints, not %U", id, name);
+            Py_DECREF(name);
+        }
+        Py_DECREF(id);
+        return -1;
+    }
+    FIELD_OR_FAIL(data, self, data, "_data", goto done);
+    Py_INCREF(data);
+    if (PyList_CheckExact(data)) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx);
+        if (i != -1 || !PyErr_Occurred()) {
+            Py_ssize_t n = PyList_GET_SIZE(data);
+            Py_ssize_t j = i < 0 ? i + n : i;
+            if (j < 0 || j >= n) {
+                array_index_error(&self->base, idx, data);
+                goto done;
+            }
+            PyObject *old = PyList_GET_ITEM(data, j);
+            PyList_SET_ITEM(data, j, Py_NewRef(value));
+            Py_DECREF(old);
+            /* `index if index >= 0 else index + len(data)`, as the shared int */
+            key = index_int(i >= 0 ? i : i + length_of(data));
+            if (key == NULL) {
+                goto done;
+            }
+            rc = dirty_add(&self->base, key);
+            goto done;
+        }
+        PyErr_Clear(); /* too large: the list raises IndexError */
+    }
+    if (PyObject_SetItem(data, idx, value) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_IndexError)) {
+            PyErr_Clear();
+            array_index_error(&self->base, idx, data);
+        }
+        goto done;
+    }
+    /* `index if index >= 0 else index + len(data)` */
+    int non_negative = PyObject_RichCompareBool(idx, int_zero, Py_GE);
+    if (non_negative < 0) {
+        goto done;
+    }
+    if (non_negative) {
+        key = Py_NewRef(idx);
+    }
+    else {
+        Py_ssize_t n = length_of(data);
+        if (n < 0) {
+            goto done;
+        }
+        PyObject *length = PyLong_FromSsize_t(n);
+        if (length == NULL) {
+            goto done;
+        }
+        key = PyNumber_Add(idx, length);
+        Py_DECREF(length);
+        if (key == NULL) {
+            goto done;
+        }
+    }
+    rc = dirty_add(&self->base, key);
+done:
+    Py_XDECREF(idx);
+    Py_XDECREF(data);
+    Py_XDECREF(key);
+    return rc;
+}
+
+static PyObject *
+array_iter(DataObject *self)
+{
+    PyObject *data;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    return PyObject_GetIter(data);
+}
+
+static PyMappingMethods array_as_mapping = {
+    .mp_length = (lenfunc)data_length,
+    .mp_subscript = (binaryfunc)array_subscript,
+    .mp_ass_subscript = (objobjargproc)array_ass_subscript,
+};
+
+static PySequenceMethods array_as_sequence = {
+    .sq_length = (lenfunc)data_length,
+};
+
+static PyTypeObject ArrayBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.ArrayBase",
+    .tp_doc = "The field and slot access of a persisted array.",
+    .tp_basicsize = sizeof(DataObject),
+    .tp_flags = TYPE_FLAGS,
+    .tp_base = &ObjectBase_Type,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)data_dealloc,
+    .tp_traverse = (traverseproc)data_traverse,
+    .tp_clear = (inquiry)data_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_members = data_members,
+    .tp_as_mapping = &array_as_mapping,
+    .tp_as_sequence = &array_as_sequence,
+    .tp_iter = (getiterfunc)array_iter,
+};
+
+/* -- ListBase ------------------------------------------------------------------------------ */
+
+/* `self._data[index]` */
+static PyObject *
+list_subscript(DataObject *self, PyObject *index)
+{
+    PyObject *data, *item;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    if (PyLong_CheckExact(index) && PyList_CheckExact(data)) {
+        Py_ssize_t i = PyLong_AsSsize_t(index);
+        if (i != -1 || !PyErr_Occurred()) {
+            Py_ssize_t n = PyList_GET_SIZE(data);
+            if (i < 0) {
+                i += n;
+            }
+            if (i >= 0 && i < n) {
+                return Py_NewRef(PyList_GET_ITEM(data, i));
+            }
+        }
+        PyErr_Clear(); /* the list raises its own error */
+    }
+    Py_INCREF(data);
+    item = PyObject_GetItem(data, index);
+    Py_DECREF(data);
+    return item;
+}
+
+static PyObject *
+list_append(DataObject *self, PyObject *value)
+{
+    PyObject *data, *result;
+    if (touch(&self->base) < 0) {
+        return NULL;
+    }
+    set_true(&self->base.meta);
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    Py_INCREF(data);
+    Py_ssize_t n = length_of(data);
+    if (n < 0 || dirty_add_ssize(&self->base, n) < 0) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    if (PyList_CheckExact(data)) {
+        int rc = PyList_Append(data, value);
+        Py_DECREF(data);
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    result = PyObject_CallMethodOneArg(data, str_append, value);
+    Py_DECREF(data);
+    if (result == NULL) {
+        return NULL;
+    }
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef list_methods[] = {
+    {"append", (PyCFunction)list_append, METH_O,
+     "append($self, value, /)\n--\n\n"
+     "Add at the end. O(1); the checkpoint writes one item and the length."},
+    {NULL}};
+
+static PyMappingMethods list_as_mapping = {
+    .mp_length = (lenfunc)data_length,
+    .mp_subscript = (binaryfunc)list_subscript,
+};
+
+static PySequenceMethods list_as_sequence = {
+    .sq_length = (lenfunc)data_length,
+};
+
+static PyTypeObject ListBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.ListBase",
+    .tp_doc = "The values of a persisted list, with append, len and indexing.",
+    .tp_basicsize = sizeof(DataObject),
+    .tp_flags = TYPE_FLAGS,
+    .tp_base = &ObjectBase_Type,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)data_dealloc,
+    .tp_traverse = (traverseproc)data_traverse,
+    .tp_clear = (inquiry)data_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_members = data_members,
+    .tp_methods = list_methods,
+    .tp_as_mapping = &list_as_mapping,
+    .tp_as_sequence = &list_as_sequence,
+};
+
+/* -- StackBase ----------------------------------------------------------------------------- */
+
+static PyObject *
+stack_push(DataObject *self, PyObject *value)
+{
+    PyObject *data, *result;
+    if (touch(&self->base) < 0) {
+        return NULL;
+    }
+    set_true(&self->base.meta);
+    /* self._dirty.add(len(self._data)) */
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    Py_ssize_t n = length_of(data);
+    if (n < 0 || dirty_add_ssize(&self->base, n) < 0) {
+        return NULL;
+    }
+    /* self._data.append(value) */
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    if (PyList_CheckExact(data)) {
+        if (PyList_Append(data, value) < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(data);
+    result = PyObject_CallMethodOneArg(data, str_append, value);
+    Py_DECREF(data);
+    if (result == NULL) {
+        return NULL;
+    }
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+stack_pop(DataObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *data, *value;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    int empty = is_empty(data);
+    if (empty != 0) {
+        return empty < 0 ? NULL : empty_error(&self->base, "pop from empty stack");
+    }
+    if (touch(&self->base) < 0) {
+        return NULL;
+    }
+    set_true(&self->base.meta);
+    /* value = self._data.pop() */
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    Py_INCREF(data);
+    if (PyList_CheckExact(data)) {
+        value = fast_call0(&list_pop, data);
+    }
+    else {
+        value = PyObject_CallMethodNoArgs(data, str_pop);
+    }
+    Py_DECREF(data);
+    if (value == NULL) {
+        return NULL;
+    }
+    /* self._dirty.add(len(self._data)) */
+    FIELD_OR_FAIL(data, self, data, "_data", goto error);
+    Py_ssize_t n = length_of(data);
+    if (n < 0 || dirty_add_ssize(&self->base, n) < 0) {
+        goto error;
+    }
+    return value;
+error:
+    Py_DECREF(value);
+    return NULL;
+}
+
+static PyObject *
+stack_peek(DataObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *data, *value;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    int empty = is_empty(data);
+    if (empty != 0) {
+        return empty < 0 ? NULL : empty_error(&self->base, "peek at empty stack");
+    }
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    if (PyList_CheckExact(data) && PyList_GET_SIZE(data) > 0) {
+        return Py_NewRef(PyList_GET_ITEM(data, PyList_GET_SIZE(data) - 1));
+    }
+    PyObject *last = PyLong_FromLong(-1);
+    if (last == NULL) {
+        return NULL;
+    }
+    Py_INCREF(data);
+    value = PyObject_GetItem(data, last);
+    Py_DECREF(data);
+    Py_DECREF(last);
+    return value;
+}
+
+/*
+ * The no-argument methods are METH_FASTCALL (checking that no argument was given, with
+ * METH_NOARGS's message) rather than METH_NOARGS: CPython 3.11 calls a bound builtin of the
+ * former straight from the interpreter loop, and one of the latter through the generic call.
+ */
+#define NO_ARGUMENTS(wrapper, impl, object_type, name)                                      \
+    static PyObject *wrapper(PyObject *self, PyObject *const *args, Py_ssize_t nargs)      \
+    {                                                                                      \
+        if (nargs != 0) {                                                                  \
+            PyErr_Format(PyExc_TypeError, name "() takes no arguments (%zd given)", nargs); \
+            return NULL;                                                                   \
+        }                                                                                  \
+        return impl((object_type *)self, NULL);                                            \
+    }
+
+NO_ARGUMENTS(stack_pop_fast, stack_pop, DataObject, "pop")
+NO_ARGUMENTS(stack_peek_fast, stack_peek, DataObject, "peek")
+
+static PyMethodDef stack_methods[] = {
+    {"push", (PyCFunction)stack_push, METH_O,
+     "push($self, value, /)\n--\n\nPut ``value`` on top. O(1)."},
+    {"pop", (PyCFunction)(void (*)(void))stack_pop_fast, METH_FASTCALL,
+     "pop($self, /)\n--\n\nRemove and return the top value. O(1). Empty: ``IndexError``."},
+    {"peek", (PyCFunction)(void (*)(void))stack_peek_fast, METH_FASTCALL,
+     "peek($self, /)\n--\n\nThe top value, left in place. O(1). Empty: ``IndexError``."},
+    {NULL}};
+
+static PySequenceMethods stack_as_sequence = {
+    .sq_length = (lenfunc)data_length,
+};
+
+static PyTypeObject StackBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.StackBase",
+    .tp_doc = "The values of a persisted stack (bottom first), with its O(1) operations.",
+    .tp_basicsize = sizeof(DataObject),
+    .tp_flags = TYPE_FLAGS,
+    .tp_base = &ObjectBase_Type,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)data_dealloc,
+    .tp_traverse = (traverseproc)data_traverse,
+    .tp_clear = (inquiry)data_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_members = data_members,
+    .tp_methods = stack_methods,
+    .tp_as_sequence = &stack_as_sequence,
+};
+
+/* -- QueueBase ----------------------------------------------------------------------------- */
+
+typedef struct {
+    BaseObject base;
+    PyObject *data;
+    PyObject *head;
+} QueueObject;
+
+static int
+queue_traverse(QueueObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->data);
+    Py_VISIT(self->head);
+    return base_traverse(&self->base, visit, arg);
+}
+
+static int
+queue_clear(QueueObject *self)
+{
+    Py_CLEAR(self->data);
+    Py_CLEAR(self->head);
+    return base_clear(&self->base);
+}
+
+static void
+queue_dealloc(QueueObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    queue_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef queue_members[] = {
+    MEMBER("_data", QueueObject, data),
+    MEMBER("_head", QueueObject, head),
+    {NULL}};
+
+/* `head + n` */
+static PyObject *
+add_ssize(PyObject *head, Py_ssize_t n)
+{
+    if (PyLong_CheckExact(head)) {
+        Py_ssize_t h = PyLong_AsSsize_t(head);
+        if (h != -1 || !PyErr_Occurred()) {
+            if (n <= 0 || h <= PY_SSIZE_T_MAX - n) {
+                return index_int(h + n);
+            }
+        }
+        else {
+            PyErr_Clear();
+        }
+    }
+    PyObject *count = PyLong_FromSsize_t(n);
+    if (count == NULL) {
+        return NULL;
+    }
+    PyObject *sum = PyNumber_Add(head, count);
+    Py_DECREF(count);
+    return sum;
+}
+
+static Py_ssize_t
+queue_length(QueueObject *self)
+{
+    PyObject *data;
+    FIELD_OR_FAIL(data, self, data, "_data", return -1);
+    return length_of(data);
+}
+
+static PyObject *
+queue_enqueue(QueueObject *self, PyObject *value)
+{
+    PyObject *head, *data, *key, *result;
+    if (touch(&self->base) < 0) {
+        return NULL;
+    }
+    set_true(&self->base.meta);
+    /* self._dirty.add(self._head + len(self._data)) */
+    FIELD_OR_FAIL(head, self, head, "_head", return NULL);
+    Py_INCREF(head);
+    if (self->data == NULL) {
+        Py_DECREF(head);
+        missing((PyObject *)self, "_data");
+        return NULL;
+    }
+    Py_ssize_t n = length_of(self->data);
+    if (n == 0 && PyLong_CheckExact(head)) {
+        /* head + 0: the head object itself, which the next dequeue adds again (found by
+           identity, and no new int) */
+        key = head;
+    }
+    else {
+        key = n < 0 ? NULL : add_ssize(head, n);
+        Py_DECREF(head);
+    }
+    if (key == NULL) {
+        return NULL;
+    }
+    int rc = dirty_add(&self->base, key);
+    Py_DECREF(key);
+    if (rc < 0) {
+        return NULL;
+    }
+    /* self._data.append(value) */
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    Py_INCREF(data);
+    if (Py_IS_TYPE(data, deque_type)) {
+        result = fast_call1(&deque_append, data, value);
+    }
+    else {
+        result = PyObject_CallMethodOneArg(data, str_append, value);
+    }
+    Py_DECREF(data);
+    if (result == NULL) {
+        return NULL;
+    }
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+queue_dequeue(QueueObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *data, *head, *next, *value;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    int empty = is_empty(data);
+    if (empty != 0) {
+        return empty < 0 ? NULL : empty_error(&self->base, "dequeue from empty queue");
+    }
+    if (touch(&self->base) < 0) {
+        return NULL;
+    }
+    set_true(&self->base.meta);
+    /* self._dirty.add(self._head) */
+    FIELD_OR_FAIL(head, self, head, "_head", return NULL);
+    Py_INCREF(head);
+    int rc = dirty_add(&self->base, head);
+    Py_DECREF(head);
+    if (rc < 0) {
+        return NULL;
+    }
+    /* self._head += 1 */
+    FIELD_OR_FAIL(head, self, head, "_head", return NULL);
+    Py_INCREF(head);
+    if (PyLong_CheckExact(head)) {
+        next = add_ssize(head, 1);
+    }
+    else {
+        next = PyNumber_InPlaceAdd(head, int_one);
+    }
+    Py_DECREF(head);
+    if (next == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(self->head, next);
+    /* return self._data.popleft() */
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    Py_INCREF(data);
+    if (Py_IS_TYPE(data, deque_type)) {
+        value = fast_call0(&deque_popleft, data);
+    }
+    else {
+        value = PyObject_CallMethodNoArgs(data, str_popleft);
+    }
+    Py_DECREF(data);
+    return value;
+}
+
+static PyObject *
+queue_peek(QueueObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *data, *value;
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    int empty = is_empty(data);
+    if (empty != 0) {
+        return empty < 0 ? NULL : empty_error(&self->base, "peek at empty queue");
+    }
+    /* return self._data[0] */
+    FIELD_OR_FAIL(data, self, data, "_data", return NULL);
+    Py_INCREF(data);
+    value = PyObject_GetItem(data, int_zero);
+    Py_DECREF(data);
+    return value;
+}
+
+NO_ARGUMENTS(queue_dequeue_fast, queue_dequeue, QueueObject, "dequeue")
+NO_ARGUMENTS(queue_peek_fast, queue_peek, QueueObject, "peek")
+
+static PyMethodDef queue_methods[] = {
+    {"enqueue", (PyCFunction)queue_enqueue, METH_O,
+     "enqueue($self, value, /)\n--\n\nAdd ``value`` at the tail. O(1)."},
+    {"dequeue", (PyCFunction)(void (*)(void))queue_dequeue_fast, METH_FASTCALL,
+     "dequeue($self, /)\n--\n\n"
+     "Remove and return the value at the head. O(1). Empty: ``IndexError``."},
+    {"peek", (PyCFunction)(void (*)(void))queue_peek_fast, METH_FASTCALL,
+     "peek($self, /)\n--\n\n"
+     "The value at the head, left in place. O(1). Empty: ``IndexError``."},
+    {NULL}};
+
+static PySequenceMethods queue_as_sequence = {
+    .sq_length = (lenfunc)queue_length,
+};
+
+static PyTypeObject QueueBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.QueueBase",
+    .tp_doc = "The values and head position of a persisted queue, with its O(1) operations.",
+    .tp_basicsize = sizeof(QueueObject),
+    .tp_flags = TYPE_FLAGS,
+    .tp_base = &ObjectBase_Type,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)queue_dealloc,
+    .tp_traverse = (traverseproc)queue_traverse,
+    .tp_clear = (inquiry)queue_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_members = queue_members,
+    .tp_methods = queue_methods,
+    .tp_as_sequence = &queue_as_sequence,
+};
+
+/* -- the module ---------------------------------------------------------------------------- */
+
+/* Ready `type`, list its fields in its __slots__, and add it to `module`. */
+static int
+add_type(PyObject *module, PyTypeObject *type)
+{
+    if (PyType_Ready(type) < 0) {
+        return -1;
+    }
+    Py_ssize_t count = 0;
+    for (PyMemberDef *m = type->tp_members; m != NULL && m->name != NULL; m++) {
+        count++;
+    }
+    PyObject *slots = PyTuple_New(count);
+    if (slots == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *name = PyUnicode_InternFromString(type->tp_members[i].name);
+        if (name == NULL) {
+            Py_DECREF(slots);
+            return -1;
+        }
+        PyTuple_SET_ITEM(slots, i, name);
+    }
+    int rc = PyDict_SetItemString(type->tp_dict, "__slots__", slots);
+    Py_DECREF(slots);
+    if (rc < 0) {
+        return -1;
+    }
+    PyType_Modified(type);
+    return PyModule_AddType(module, type);
+}
+
+static int
+intern(PyObject **var, const char *text)
+{
+    *var = PyUnicode_InternFromString(text);
+    return *var == NULL ? -1 : 0;
+}
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "objectspace.collections._core",
+    .m_doc = "The fields and hot methods of the persisted types, in C "
+             "(the twin of objectspace.collections._pycore).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__core(void)
+{
+    PyObject *module = NULL, *copyreg = NULL, *collections = NULL;
+
+    if (intern(&str_touch, "_touch") < 0 || intern(&str_value, "value") < 0 || intern(&str_add, "add") < 0 ||
+        intern(&str_append, "append") < 0 || intern(&str_popleft, "popleft") < 0 ||
+        intern(&str_pop, "pop") < 0 || intern(&str_getstate, "__getstate__") < 0 ||
+        intern(&str_dict, "__dict__") < 0 || intern(&str_delitem, "__delitem__") < 0) {
+        goto error;
+    }
+    int_zero = PyLong_FromLong(0);
+    int_one = PyLong_FromLong(1);
+    if (int_zero == NULL || int_one == NULL) {
+        goto error;
+    }
+    copyreg = PyImport_ImportModule("copyreg");
+    if (copyreg == NULL) {
+        goto error;
+    }
+    copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
+    copyreg_slotnames = PyObject_GetAttrString(copyreg, "_slotnames");
+    if (copyreg_newobj == NULL || copyreg_slotnames == NULL) {
+        goto error;
+    }
+    collections = PyImport_ImportModule("collections");
+    if (collections == NULL) {
+        goto error;
+    }
+    deque_type = (PyTypeObject *)PyObject_GetAttrString(collections, "deque");
+    if (deque_type == NULL) {
+        goto error;
+    }
+    if (!PyType_Check(deque_type)) {
+        PyErr_SetString(PyExc_TypeError, "collections.deque is not a type");
+        goto error;
+    }
+    if (fast_method_init(&deque_append, deque_type, "append") < 0 ||
+        fast_method_init(&deque_popleft, deque_type, "popleft") < 0 ||
+        fast_method_init(&list_pop, &PyList_Type, "pop") < 0) {
+        goto error;
+    }
+
+    module = PyModule_Create(&core_module);
+    if (module == NULL) {
+        goto error;
+    }
+    if (add_type(module, &ObjectBase_Type) < 0 || add_type(module, &ValueBase_Type) < 0 ||
+        add_type(module, &ArrayBase_Type) < 0 || add_type(module, &ListBase_Type) < 0 ||
+        add_type(module, &QueueBase_Type) < 0 || add_type(module, &StackBase_Type) < 0) {
+        goto error;
+    }
+    /* An array has no __delitem__ (del a[i] fails as on a class without one); the slot
+       that implements __setitem__ would otherwise also expose it. */
+    if (PyDict_DelItem(ArrayBase_Type.tp_dict, str_delitem) < 0) {
+        goto error;
+    }
+    PyType_Modified(&ArrayBase_Type);
+    value_descr = PyDict_GetItemWithError(ValueBase_Type.tp_dict, str_value);
+    if (value_descr == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "ValueBase has no 'value' descriptor");
+        }
+        goto error;
+    }
+    Py_INCREF(value_descr);
+    Py_DECREF(copyreg);
+    Py_DECREF(collections);
+    return module;
+
+error:
+    Py_XDECREF(copyreg);
+    Py_XDECREF(collections);
+    Py_XDECREF(module);
+    return NULL;
+}

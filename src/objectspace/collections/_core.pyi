@@ -1,0 +1,87 @@
+"""Stub of the C extension ``objectspace.collections._core`` (src/objectspace/collections/_core.c).
+
+The same classes as :mod:`objectspace.collections._pycore`, which the rest of the package
+is type-checked against (see :mod:`objectspace.collections._impl`).
+"""
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, overload
+
+from objectspace.collections.base import Page
+from objectspace.space import ObjectSpace
+
+class ObjectBase:
+    __slots__ = (
+        "_cleared",
+        "_dirty",
+        "_id",
+        "_meta",
+        "_new",
+        "_pending",
+        "_registered",
+        "_space",
+        "_t_data",
+        "_t_items",
+        "_t_meta",
+    )
+    _cleared: bool
+    _dirty: set[Any]
+    _id: str
+    _meta: bool
+    _new: bool
+    _pending: Page | None
+    _registered: bool
+    _space: ObjectSpace | None
+    _t_data: str
+    _t_items: str
+    _t_meta: str
+    def __getstate__(self) -> tuple[dict[str, Any] | None, dict[str, Any]]: ...
+    def __setstate__(self, state: Any, /) -> None: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+
+class ValueBase(ObjectBase):
+    __slots__ = ("_value",)
+    _value: Any
+    @property
+    def value(self) -> Any: ...
+    @value.setter
+    def value(self, value: Any) -> None: ...
+
+class ArrayBase(ObjectBase):
+    __slots__ = ("_data",)
+    _data: list[Any]
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __setitem__(self, index: int, value: Any) -> None: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+class ListBase(ObjectBase):
+    __slots__ = ("_data",)
+    _data: list[Any]
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def append(self, value: Any, /) -> None: ...
+
+class QueueBase(ObjectBase):
+    __slots__ = ("_data", "_head")
+    _data: deque[Any]
+    _head: int
+    def enqueue(self, value: Any, /) -> None: ...
+    def dequeue(self) -> Any: ...
+    def peek(self) -> Any: ...
+    def __len__(self) -> int: ...
+
+class StackBase(ObjectBase):
+    __slots__ = ("_data",)
+    _data: list[Any]
+    def push(self, value: Any, /) -> None: ...
+    def pop(self) -> Any: ...
+    def peek(self) -> Any: ...
+    def __len__(self) -> int: ...

@@ -1,0 +1,279 @@
+"""The shared base of the persisted dict and sorted dict."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    MutableMapping,
+    ValuesView,
+)
+from typing import TYPE_CHECKING, Any
+
+from sortedcontainers.sorteddict import SortedItemsView, SortedKeysView, SortedValuesView
+
+from objectspace.collections.base import (
+    ENTRY_MARK,
+    MARK_BYTE,
+    UINT_SIZES,
+    UNENCODABLE,
+    Emitter,
+    Page,
+    PersistedObject,
+    pack_entry,
+    unpack_entry,
+)
+from objectspace.serialization import PLAIN_KEY_TYPES
+from objectspace.tables import DELETED, StateReader
+
+if TYPE_CHECKING:
+    pass
+
+_MISSING: Any = object()
+_NO_NUMBERS: dict[Any, int] = {}
+
+
+def _no_deletion(view: object, index: object) -> None:
+    raise TypeError("a sorted dict's views are read-only: delete from the dict itself")
+
+
+# SortedDict's views are sequences that also delete by position (``del d.keys()[0]``),
+# behind the persisted dict's back: ours are the same views without that.
+class _SortedKeys(SortedKeysView):  # type: ignore[misc]
+    """A read-only, indexable view of a sorted dict's keys."""
+
+    __slots__ = ()
+    __delitem__ = _no_deletion
+
+
+class _SortedValues(SortedValuesView):  # type: ignore[misc]
+    """A read-only, indexable view of a sorted dict's values."""
+
+    __slots__ = ()
+    __delitem__ = _no_deletion
+
+
+class _SortedItems(SortedItemsView):  # type: ignore[misc]
+    """A read-only, indexable view of a sorted dict's (key, value) pairs."""
+
+    __slots__ = ()
+    __delitem__ = _no_deletion
+
+
+class _DictBase(PersistedObject, MutableMapping[Any, Any]):
+    """Shared by both dicts: ``items: <canonical key> = <entry>``, a row per changed key.
+
+    Python-equal keys (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
+    encoding (:meth:`~objectspace.Serializer.encode_key`); the entry (see
+    :func:`~objectspace.collections.base.pack_entry`) holds the insertion number, the key
+    Python holds when the row key does not decode to it, and the value.
+    """
+
+    __slots__ = ("_data",)
+    _data: Any
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """Set ``key``; the checkpoint writes one row."""
+        if not self._registered:
+            self._touch()
+        self._data[key] = value
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
+
+    def __delitem__(self, key: Any) -> None:
+        """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row."""
+        if not self._registered:
+            self._touch()
+        del self._data[key]
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
+
+    def _rewrite_all(self) -> None:
+        """Track the whole dict for rewriting: one table delete, then every key. O(n).
+
+        Only for an edit that changed the dict but could not be tracked by its key (its
+        ``__eq__`` raised against a key deleted earlier that is still tracked).
+        """
+        self._cleared = True
+        self._dirty = set(self._data)
+
+    def pop(self, key: Any, default: Any = _MISSING) -> Any:
+        """Remove ``key`` and return its value, or ``default`` (``KeyError`` without one).
+
+        Like ``dict.pop``, an empty dict does not look at ``key`` (not even hash it).
+        """
+        if self._data and key in self._data:
+            value = self._data[key]
+            del self[key]
+            return value
+        if default is _MISSING:
+            raise KeyError(key)
+        return default
+
+    def clear(self) -> None:
+        """Remove every key. O(1) writes: one table delete."""
+        if not self._registered:
+            self._touch()
+        self._data.clear()
+        self._cleared = True
+        self._dirty = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self) -> KeysView[Any]:
+        """A read-only view of the keys."""
+        return self._data.keys()  # type: ignore[no-any-return]
+
+    def values(self) -> ValuesView[Any]:
+        """A read-only view of the values."""
+        return self._data.values()  # type: ignore[no-any-return]
+
+    def items(self) -> ItemsView[Any, Any]:
+        """A read-only view of the (key, value) pairs."""
+        return self._data.items()  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._id!r}: {dict(self._data)!r}>"
+
+    def _held(self, slot: Any) -> Any:
+        """The key object the dict holds for the live key ``slot`` (an equal key, perhaps
+        spelled otherwise), or ``_MISSING`` when that is plain (its own canonical form)."""
+        raise NotImplementedError
+
+    def _numbers(self) -> dict[Any, int]:
+        """Insertion number by key (empty where order is not kept: every number is 0)."""
+        return _NO_NUMBERS
+
+    def _numbers_in_order(self) -> Iterable[int]:
+        """The insertion numbers of the keys, in the dict's order."""
+        return itertools.repeat(0, len(self._data))
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
+        dumps = out.dumps
+        key_dumps = out.key_dumps
+        encode_key = out.encode_key
+        pack_uint = out.pack_uint
+        number = self._numbers().get
+        data = self._data
+        if whole:
+            rows = out.table(self._t_items)
+            if set(map(type, data)) <= plain:  # every key plain: C-level passes
+                numbers = map(pack_uint, self._numbers_in_order())
+                entries = map(
+                    b"".join,
+                    zip(itertools.repeat(ENTRY_MARK), numbers, map(dumps, data.values())),
+                )
+                rows.update(zip(map(key_dumps, data), entries, strict=True))
+                return
+            for key, value in data.items():
+                if type(key) in plain:
+                    rows[key_dumps(key)] = ENTRY_MARK + pack_uint(number(key, 0)) + dumps(value)
+                else:
+                    row, exact = encode_key(key)
+                    spelling = None if exact else dumps(key)
+                    rows[row] = pack_entry(number(key, 0), spelling, dumps(value))
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        held = self._held
+        for slot in page.slots:
+            if slot in data:
+                # The slot is the key as the edit spelled it; the row keeps the dict's.
+                key = held(slot)
+                if key is _MISSING:
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
+                else:
+                    row, exact = encode_key(key)
+                    spelling = None if exact else dumps(key)
+                    rows[row] = pack_entry(number(key, 0), spelling, dumps(data[key]))
+            elif not page.cleared:
+                try:
+                    row = encode_key(slot)[0]
+                except UNENCODABLE:
+                    continue  # a key that cannot be encoded was never stored
+                rows[row] = DELETED
+
+    @classmethod
+    def _load_entries(
+        cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> tuple[dict[Any, Any], dict[Any, int], bool]:
+        """The dict in insertion order, the insertion number by key, and whether a row of
+        the layout before insertion order was read (the caller rewrites those)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        numbers: list[int] = []
+        old = False
+        mark = MARK_BYTE
+        uint_sizes = UINT_SIZES
+        for row, raw in reader.items(f"state/item/{object_id}/items"):
+            if not raw or raw[0] != mark:
+                old = True
+                keys.append(row)
+                values.append(raw)
+                numbers.append(len(numbers))
+                continue
+            second = raw[1]
+            if second < 0x80:  # no spelling, a number below 128
+                keys.append(row)
+                numbers.append(second)
+                values.append(raw[2:])
+                continue
+            size = uint_sizes.get(second)
+            if size is not None:  # no spelling, a larger number
+                keys.append(row)
+                numbers.append(int.from_bytes(raw[2 : 2 + size], "big"))
+                values.append(raw[2 + size :])
+                continue
+            entry = unpack_entry(raw)
+            assert entry is not None
+            seq, spelling, value = entry
+            keys.append(row if spelling is None else spelling)
+            numbers.append(seq)
+            values.append(value)
+        decoded = list(map(loads, keys))
+        loaded = list(map(loads, values))
+        if numbers != sorted(numbers):
+            by_number = sorted(range(len(numbers)), key=numbers.__getitem__)
+            decoded = [decoded[i] for i in by_number]
+            loaded = [loaded[i] for i in by_number]
+            numbers = [numbers[i] for i in by_number]
+        return (
+            dict(zip(decoded, loaded, strict=True)),
+            dict(zip(decoded, numbers, strict=True)),
+            old,
+        )

@@ -1,0 +1,174 @@
+"""The shared base of the persisted set and sorted set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, MutableSet
+from typing import TYPE_CHECKING, Any
+
+from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, Page, PersistedObject
+from objectspace.serialization import PLAIN_KEY_TYPES
+from objectspace.tables import DELETED, StateReader
+
+if TYPE_CHECKING:
+    pass
+
+_SPELLED = ENTRY_MARK + ENTRY_MARK
+_MISSING: Any = object()
+
+
+class _SetBase(PersistedObject, MutableSet[Any]):
+    """Shared by both sets: ``items: <canonical element> = <mark>``, a row per changed element.
+
+    Python-equal elements (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
+    encoding (:meth:`~objectspace.Serializer.encode_key`); its value is
+    :data:`~objectspace.collections.base.ENTRY_MARK`, followed by the element's own encoding
+    when the row key does not decode to the element the set holds.
+    """
+
+    __slots__ = ("_data", "_spell")
+    _data: Any
+    # The live elements whose type is not in PLAIN_KEY_TYPES, each mapped to the object the
+    # set holds, so a save stores that spelling whatever spelling the edit used.
+    _spell: dict[Any, Any]
+
+    def add(self, value: Any) -> None:
+        """Add ``value``; the checkpoint writes one row if it was absent."""
+        if value not in self._data:
+            if not self._registered:
+                self._touch()
+            self._data.add(value)
+            try:
+                self._dirty.add(value)
+                if type(value) not in PLAIN_KEY_TYPES:
+                    self._spell[value] = value
+            except BaseException:
+                self._rewrite_all()
+                raise
+
+    def discard(self, value: Any) -> None:
+        """Remove ``value`` if present; the checkpoint deletes one row."""
+        if value in self._data:
+            if not self._registered:
+                self._touch()
+            self._data.discard(value)
+            try:
+                self._dirty.add(value)
+                if self._spell:
+                    self._spell.pop(value, None)
+            except BaseException:
+                self._rewrite_all()
+                raise
+
+    def _rewrite_all(self) -> None:
+        """Track the whole set for rewriting: one table delete, then every element. O(n).
+
+        Only for an edit that changed the set but could not be tracked by its element (its
+        ``__eq__`` raised against an element deleted earlier that is still tracked).
+        """
+        self._cleared = True
+        self._dirty = set(self._data)
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
+
+    def clear(self) -> None:
+        """Remove every element. O(1) writes: one table delete."""
+        if not self._registered:
+            self._touch()
+        self._data.clear()
+        self._cleared = True
+        self._dirty = set()
+        self._spell = {}
+
+    @classmethod
+    def _from_iterable(cls, values: Iterable[Any]) -> set[Any]:
+        # The results of &, |, - and ^ are plain sets, not new persisted objects.
+        return set(values)
+
+    def update(self, values: Iterable[Any]) -> None:
+        """Add every value."""
+        for value in values:
+            self.add(value)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._data
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._id!r}: {set(self._data)!r}>"
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
+        dumps = out.dumps
+        key_dumps = out.key_dumps
+        encode_key = out.encode_key
+        if whole:
+            rows = out.table(self._t_items)
+            if set(map(type, self._data)) <= plain:  # every element plain: C-level passes
+                rows.update(dict.fromkeys(map(key_dumps, self._data), ENTRY_MARK))
+                return
+            for value in self._data:
+                if type(value) in plain:
+                    rows[key_dumps(value)] = ENTRY_MARK
+                else:
+                    row, exact = encode_key(value)
+                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+            return
+        if page.cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        data = self._data
+        spell = self._spell
+        for slot in page.slots:
+            if slot in data:
+                # The slot is the element as the edit spelled it; the row keeps the set's.
+                # Not in _spell: the set holds a plain element, which is its own canonical
+                # form, the one any equal slot encodes to.
+                value = spell.get(slot, _MISSING) if spell else _MISSING
+                if value is _MISSING:
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK
+                else:
+                    row, exact = encode_key(value)
+                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
+            elif not page.cleared:
+                try:
+                    row = encode_key(slot)[0]
+                except UNENCODABLE:
+                    continue  # an element that cannot be encoded was never stored
+                rows[row] = DELETED
+
+    @classmethod
+    def _load_elements(
+        cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> tuple[list[Any], bool]:
+        """The elements, and whether a row of the layout before canonical keys was read."""
+        rows = reader.table(f"state/item/{object_id}/items")
+        marks = list(rows.values())
+        if marks.count(ENTRY_MARK) == len(marks):  # no spelled element: C-level passes
+            return list(map(loads, rows.keys())), False
+        elements = []
+        old = False
+        for row, raw in rows.items():
+            if raw == ENTRY_MARK:
+                elements.append(loads(row))
+            elif raw[:2] == _SPELLED:
+                elements.append(loads(raw[2:]))
+            elif not raw:
+                old = True
+                elements.append(loads(row))
+            else:
+                raise ValueError(f"a row holds {len(raw)} bytes that are not an element mark")
+        return elements, old

@@ -1,0 +1,274 @@
+"""A persisted list: a full ``MutableSequence`` stored slot by slot."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator, MutableSequence
+from typing import TYPE_CHECKING, Any
+
+from objectspace.collections._impl import ListBase
+from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject
+from objectspace.errors import CorruptStateError
+from objectspace.tables import DELETED, StateReader
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+
+__all__ = ["PersistedList"]
+
+
+def _as_index(index: Any) -> int:
+    """``index`` as an int (through ``__index__``), or the ``TypeError`` a list raises."""
+    try:
+        return operator.index(index)
+    except TypeError as exc:
+        raise TypeError(
+            f"list indices must be integers or slices, not {type(index).__name__}"
+        ) from exc
+
+
+class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
+    """A list of values, stored as ``metadata: length`` and ``items: index = value``.
+
+    Costs in memory are those of a Python ``list``. A checkpoint writes the length and:
+    one row per ``append``, assignment or ``pop()`` from the end; every slot from the first
+    shifted one for ``insert``/``del``/``pop(i)`` in the middle (O(n - i)); one table delete
+    for ``clear()``.
+
+    ``append``, ``len`` and indexing are implemented by :class:`ListBase` (in C when built),
+    which holds ``_data``.
+    """
+
+    KIND = "List"
+    __slots__ = ("_from", "_stored_len")
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
+        super().__init__(space, object_id)
+        self._data: list[Any] = data if data is not None else []
+        # Slots from _from on were shifted (insert/delete in the middle); INF when none.
+        self._from = INF
+        # The length in the store as of the last acknowledged save; slots beyond the
+        # current length but below it are deleted by the next save.
+        self._stored_len = len(self._data)
+
+    def _edit(self) -> None:
+        if not self._registered:
+            self._touch()
+        self._meta = True
+
+    def __setitem__(self, index: int | slice, value: Any) -> None:
+        """Assign a slot, O(1); or a slice, O(n - start) when its length changes."""
+        if type(index) is not int:
+            if isinstance(index, slice):
+                self._set_slice(index, value)
+                return
+            index = _as_index(index)
+        if not self._registered:
+            self._touch()
+        n = len(self._data)
+        self._data[index] = value
+        self._dirty.add(index + n if index < 0 else index)
+
+    def _set_slice(self, index: slice, value: Any) -> None:
+        # list materialises ``value`` before it changes anything: an iterable that raises
+        # leaves the list as it was.
+        old_len = len(self._data)
+        self._edit()
+        self._data[index] = value
+        self._edit()  # again: consuming ``value`` may have checkpointed the space
+        if len(self._data) == old_len:
+            self._dirty.update(range(*index.indices(old_len)))
+        else:  # only a step-1 slice can change the length: later slots shift
+            self._from = min(self._from, index.indices(old_len)[0])
+
+    def __delitem__(self, index: int | slice) -> None:
+        """Delete a slot or slice. O(n - i): the slots after it shift."""
+        if type(index) is not int and not isinstance(index, slice):
+            index = _as_index(index)
+        old_len = len(self._data)
+        self._edit()
+        del self._data[index]
+        if isinstance(index, slice):
+            affected = range(*index.indices(old_len))
+            start = min(affected) if affected else old_len
+        else:
+            start = index + old_len if index < 0 else index
+        self._from = min(self._from, start)
+
+    def insert(self, index: int, value: Any) -> None:
+        """Insert before ``index`` (clamped like ``list.insert``). O(n - index)."""
+        if type(index) is not int:
+            index = _as_index(index)
+        n = len(self._data)
+        self._edit()
+        self._data.insert(index, value)
+        if index < 0:
+            index = max(0, index + n)
+        if index >= n:
+            self._dirty.add(n)
+        else:
+            self._from = min(self._from, index)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Append every value. O(k).
+
+        Like ``list.extend``, the values an iterable yielded before it raised stay appended;
+        they are tracked like any other appended value.
+        """
+        data = self._data
+        if values is self:
+            values = list(data)  # extending with itself: iterate over a copy, like list
+        if not self._registered:
+            self._touch()
+        start = len(data)
+        dirty = self._dirty
+        try:
+            data.extend(values)
+        finally:
+            if self._dirty is not dirty:
+                # The iterable cleared or checkpointed this list while it was consumed: the
+                # slots below ``start`` may hold new values too.
+                if not self._registered:
+                    self._touch()
+                self._meta = True
+                self._from = 0
+            elif len(data) != start:
+                self._meta = True
+                dirty.update(range(start, len(data)))
+
+    def pop(self, index: int = -1) -> Any:
+        """Remove and return the value at ``index`` (the last by default). O(1) at the end."""
+        if type(index) is not int:
+            index = _as_index(index)
+        data = self._data
+        n = len(data)
+        if not self._registered:
+            self._touch()
+        value = data.pop(index)
+        self._meta = True
+        i = index + n if index < 0 else index
+        if i == n - 1:
+            self._dirty.add(i)
+        else:
+            self._from = min(self._from, i)
+        return value
+
+    def clear(self) -> None:
+        """Remove every value. O(1) writes: one table delete and the length."""
+        if not self._registered:
+            self._touch()
+        self._data.clear()
+        self._cleared = True
+        self._meta = True
+        self._dirty = set()
+        self._from = INF
+
+    def sort(self, *, key: Callable[[Any], Any] | None = None, reverse: bool = False) -> None:
+        """Sort in place, like ``list.sort``. O(n log n); rewrites every slot.
+
+        A key or comparison that raises leaves the values partly reordered, as ``list.sort``
+        does; every slot is marked for rewriting before the sort starts.
+        """
+        self._edit()
+        self._from = 0
+        try:
+            self._data.sort(key=key, reverse=reverse)
+        finally:
+            if self._from != 0 or not self._registered:
+                # The key or a comparison cleared or checkpointed this list during the sort.
+                self._edit()
+                self._from = 0
+
+    def reverse(self) -> None:
+        """Reverse in place. O(n); rewrites every slot."""
+        self._edit()
+        self._from = 0
+        self._data.reverse()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __reversed__(self) -> Iterator[Any]:
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._data
+
+    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
+        return self._data.index(value, start, len(self._data) if stop is None else stop)
+
+    def count(self, value: Any) -> int:
+        return self._data.count(value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistedList):
+            return self._data == other._data
+        if isinstance(other, list):
+            return self._data == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<PersistedList {self._id!r}: {self._data!r}>"
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _length(self) -> int:
+        return len(self._data)
+
+    def _current_page(self) -> Page:
+        return Page(
+            self._new, self._cleared, self._meta, self._dirty, _NONE, self._from, len(self._data)
+        )
+
+    def _reset_extra(self) -> None:
+        self._from = INF
+
+    def _acknowledge(self) -> None:
+        if self._pending is not None:
+            self._stored_len = self._pending.length
+        super()._acknowledge()
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        dumps = out.dumps
+        data = self._data
+        n = len(data)
+        if whole:
+            rows = out.table(self._t_items)
+            for i, value in enumerate(data):
+                rows[b"%d" % i] = dumps(value)
+            out.table(self._t_meta)[b"length"] = dumps(n)
+            return
+        cleared = page.cleared
+        if cleared:
+            out.truncate(self._t_items)
+        rows = out.table(self._t_items)
+        for i in page.slots:
+            if i < n:
+                rows[b"%d" % i] = dumps(data[i])
+            elif not cleared:
+                rows[b"%d" % i] = DELETED
+        start = page.from_
+        if start != INF:
+            high = n if cleared else max(n, self._stored_len)
+            for i in range(start, high):
+                rows[b"%d" % i] = dumps(data[i]) if i < n else DELETED
+        if page.meta:
+            out.table(self._t_meta)[b"length"] = dumps(n)
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedList:
+        raw = reader.get(f"state/item/{object_id}/metadata", b"length")
+        if raw is None:
+            raise CorruptStateError(f"list {object_id!r} has no stored length")
+        n = loads(raw)
+        rows = reader.table(f"state/item/{object_id}/items")
+        try:
+            data = [loads(rows[b"%d" % i]) for i in range(n)]
+        except KeyError as exc:
+            raise CorruptStateError(f"list {object_id!r} misses slot {exc} of {n}") from None
+        return cls(space, object_id, data)

@@ -1,0 +1,114 @@
+"""A persisted sorted dict."""
+
+from __future__ import annotations
+
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    KeysView,
+    ValuesView,
+)
+from typing import TYPE_CHECKING, Any
+
+from sortedcontainers import SortedDict
+
+from objectspace.tables import StateReader
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+from objectspace.collections._dictbase import _DictBase, _SortedItems, _SortedKeys, _SortedValues
+
+__all__ = ["PersistedSortedDict"]
+
+
+class PersistedSortedDict(_DictBase):
+    """A dict kept in ascending key order (keys must be mutually comparable).
+
+    Get is O(1); set and delete O(log n); :meth:`peekitem` O(log n); :meth:`irange`
+    O(log n + k).
+    """
+
+    KIND = "SortedDict"
+    __slots__ = ()
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):
+        super().__init__(space, object_id)
+        self._data: SortedDict = SortedDict() if data is None else SortedDict(data)
+
+    def __delitem__(self, key: Any) -> None:
+        """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row. O(log n)."""
+        data = self._data
+        value = data[key]
+        if not self._registered:
+            self._touch()
+        try:
+            del data[key]
+        except BaseException:
+            # SortedDict deletes from its dict before its sorted key list, whose comparisons
+            # may raise: put the key back.
+            if not dict.__contains__(data, key):
+                dict.__setitem__(data, key, value)
+            raise
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
+
+    def keys(self) -> KeysView[Any]:
+        """A read-only view of the keys, in order; indexable (``d.keys()[0]``)."""
+        return _SortedKeys(self._data)
+
+    def values(self) -> ValuesView[Any]:
+        """A read-only view of the values, in key order; indexable."""
+        return _SortedValues(self._data)
+
+    def items(self) -> ItemsView[Any, Any]:
+        """A read-only view of the (key, value) pairs, in key order; indexable."""
+        return _SortedItems(self._data)
+
+    def _held(self, slot: Any) -> Any:
+        # The sorted key list holds the dict's key objects: O(log n).
+        data = self._data
+        return data.peekitem(data.index(slot))[0]
+
+    def irange(
+        self,
+        minimum: Any = None,
+        maximum: Any = None,
+        inclusive: tuple[bool, bool] = (True, True),
+        reverse: bool = False,
+    ) -> Iterator[Any]:
+        """Keys between ``minimum`` and ``maximum`` (``None``: unbounded), ascending."""
+        return iter(self._data.irange(minimum, maximum, inclusive, reverse))
+
+    def peekitem(self, index: int = -1) -> tuple[Any, Any]:
+        """The (key, value) pair at position ``index`` in key order (the last by default)."""
+        return tuple(self._data.peekitem(index))
+
+    def popitem(self) -> tuple[Any, Any]:
+        """Remove and return the pair with the greatest key. ``KeyError`` when empty."""
+        if not self._data:
+            raise KeyError(f"popitem(): sorted dict {self._id!r} is empty")
+        key, value = self._data.peekitem(-1)
+        del self[key]
+        return key, value
+
+    def index(self, key: Any) -> int:
+        """The position of ``key`` in key order; ``ValueError`` if absent. O(log n)."""
+        return int(self._data.index(key))
+
+    def __reversed__(self) -> Iterator[Any]:
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> PersistedSortedDict:
+        data, _, old = cls._load_entries(object_id, reader, loads)
+        obj = cls(space, object_id, data)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj

@@ -1,0 +1,102 @@
+"""What every operator shares: the row and operator types, argument checks, row access."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeAlias
+
+from objectspace.operators.state import KeyState
+
+__all__ = ["AGGREGATES", "KeyedOperator", "Row"]
+
+
+Row: TypeAlias = dict[str, Any]
+"""One row: column name → value."""
+
+KeyedOperator: TypeAlias = Callable[[Any, list[Row], KeyState], Iterable[Row]]
+"""``op(key, rows, state) -> output rows``: the shape every operator here has."""
+
+AGGREGATES = ("sum", "count", "mean", "min", "max")
+"""The aggregates :func:`scan` and :func:`aggregate` compute."""
+
+
+def _check_int(op: str, name: str, value: object, minimum: int) -> int:
+    if type(value) is not int or value < minimum:
+        raise ValueError(f"{op}: {name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_column(op: str, name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{op}: {name} must be a non-empty column name (str), got {value!r}")
+    return value
+
+
+def _check_optional_column(op: str, name: str, value: object) -> str | None:
+    return None if value is None else _check_column(op, name, value)
+
+
+def _check_sources(op: str, sources: object) -> tuple[str, ...]:
+    if isinstance(sources, str | bytes) or not isinstance(sources, Iterable):
+        raise ValueError(f"{op}: sources must be a list of source names, got {sources!r}")
+    names = tuple(sources)
+    if not names:
+        raise ValueError(f"{op}: sources must name at least one source")
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{op}: a source name is a non-empty str, got {name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{op}: sources must be distinct, got {list(names)!r}")
+    return names
+
+
+def _check_agg(op: str, agg: object) -> str:
+    if agg not in AGGREGATES:
+        raise ValueError(f"{op}: unknown aggregate {agg!r}; valid ones are {', '.join(AGGREGATES)}")
+    return agg
+
+
+def _field(op: _Operator, row: Row, column: str) -> Any:
+    """``row[column]``, with an error naming the operator when the column is missing."""
+    try:
+        return row[column]
+    except KeyError:
+        raise KeyError(f"{op!r}: input row has no column {column!r}: {row!r}") from None
+    except TypeError:
+        raise TypeError(f"{op!r}: input rows are dicts, got {type(row).__name__}") from None
+
+
+_ATOMS = (int, float, str, bytes, bool, type(None))
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` as a hashable, msgpack-serializable equivalent.
+
+    Lists and tuples become tuples (recursively), dicts become tuples of ``(key, value)``
+    pairs sorted by key, sets become frozensets; other values are returned as they are.
+    """
+    if isinstance(value, _ATOMS):
+        return value
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, set | frozenset):
+        return frozenset(_hashable(v) for v in value)
+    return value
+
+
+class _Operator:
+    """Base of the operators: a picklable callable whose ``repr`` is the factory call."""
+
+    __slots__ = ()
+    name = ""
+
+    def _args(self) -> Iterable[str]:
+        return ()
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(self._args())})"
+
+    def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        raise NotImplementedError

@@ -1,0 +1,352 @@
+"""The driver side: :class:`StatefulRunner` plans a batch, runs its tasks and commits the
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from objectspace.checkpoint import (
+    CompactionPolicy,
+    Receipt,
+    Storage,
+    open_storage,
+)
+from objectspace.errors import CheckpointError, ReservedColumnError
+from objectspace.keygroups import check_max_key_groups, spark_instance_expr
+from objectspace.storage.urls import redact_url
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+from objectspace.spark._common import (
+    _INSTANCE,
+    _KG,
+    _RECEIPT,
+    RESERVED_COLUMNS,
+    StatefulFunction,
+    _check_parallelism,
+    _columns,
+    _quote,
+)
+from objectspace.spark.cache import _SNAPSHOT_KEY_BYTES
+from objectspace.spark.stats import _I64, BatchStats, _unpack_receipt
+from objectspace.spark.task import _InstanceTask
+
+__all__ = ["StatefulRunner"]
+
+logger = logging.getLogger(__name__)
+
+
+class StatefulRunner:
+    """Runs a keyed stateful function over Spark DataFrames with checkpointed object spaces.
+
+    ``fn(key, rows, state)`` gets one key's rows of a batch (dicts, in ``order_by`` order)
+    and a :class:`~objectspace.operators.KeyState`, and yields output rows (dicts; the key
+    columns are filled in when missing). ``key`` and ``order_by`` name one column or several
+    (a multi-column key is a tuple). ``output_schema`` is a DDL string or a ``StructType``.
+    ``retain`` keeps that many checkpoints after each commit (``None``: never drop any).
+    A runner takes its job over when it is created (:meth:`~objectspace.Job.fence`): a runner
+    created earlier on the same job can no longer commit
+    (:class:`~objectspace.CheckpointConflictError`).
+
+    ``cache_instances`` (default on) lets each Python worker keep the instances it ran and
+    reuse one when it runs the next batch on top of the checkpoint that instance saved,
+    instead of restoring it from storage. ``snapshot_instances`` (default on, effective only
+    with ``cache_instances``) also writes each saved instance to a snapshot file in a
+    private local folder (under the Spark application's SparkFiles directory, removed when
+    the application ends), from which whichever Python worker of the machine runs that
+    instance next adopts it; a snapshot is adopted only when it is exactly the committed
+    state the batch runs on, checked against the store. It costs a pickle and a file write
+    per instance and batch, except where a worker ran the instance from its own memory two
+    batches in a row (Spark keeps giving it that instance: it skips the snapshot). Turn it
+    off when the state is large and workers keep their instances anyway, or when the local
+    disk is scarce.
+    """
+
+    def __init__(
+        self,
+        fn: StatefulFunction,
+        *,
+        key: str | Sequence[str],
+        order_by: str | Sequence[str],
+        output_schema: str | StructType,
+        storage: str | Storage,
+        job: str,
+        operator: str,
+        max_key_groups: int = 128,
+        parallelism: int | None = None,
+        schema_version: int | None = None,
+        compaction: CompactionPolicy | None = None,
+        retain: int | None = 2,
+        cache_instances: bool = True,
+        snapshot_instances: bool = True,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
+        self.fn = fn
+        self.key_columns = _columns(key, "key")
+        self.order_columns = _columns(order_by, "order_by")
+        self.output_schema_ddl = output_schema
+        self.storage = open_storage(storage) if isinstance(storage, str) else storage
+        check_max_key_groups(max_key_groups)
+        if parallelism is not None:
+            _check_parallelism(parallelism, max_key_groups)
+        if retain is not None and retain < 2:
+            raise ValueError(
+                f"retain must keep at least 2 checkpoints (replays need the one "
+                f"before the last), not {retain}"
+            )
+        if self.storage.url.startswith("memory://"):
+            raise ValueError(
+                "memory:// storage lives in one process, and Spark runs tasks in other "
+                "processes: use sqlite:///, postgresql:// or segment files"
+            )
+        self.job = self.storage.job(job)
+        others = [o.name for o in self.job.operators() if o.name != operator]
+        if others:
+            raise ValueError(
+                f"cannot run operator {operator!r} in job {job!r}, which already has "
+                f"operator(s) {others}: a StatefulRunner commits its job's checkpoints, so "
+                "give each runner its own job, or combine operators in one runner with "
+                "objectspace.operators.chain"
+            )
+        self.operator = self.job.operator(
+            operator, max_key_groups, schema_version=schema_version, compaction=compaction
+        )
+        # This runner is the job's driver from now on: a runner started earlier on the same
+        # job (a query started twice, a zombie driver) can no longer commit.
+        self.epoch = self.job.fence()
+        self.parallelism = parallelism
+        self.compaction = compaction or CompactionPolicy()
+        self.retain = retain
+        self.cache_instances = cache_instances
+        self.snapshot_instances = snapshot_instances
+        # Names this runner's snapshots, so another runner (say, after the store was deleted
+        # and re-created at the same URL) never adopts them.
+        self._token = uuid.uuid4().hex
+        # Authenticates this runner's snapshot files; travels to the tasks in the task
+        # object only, so a file planted in the snapshot folder is never unpickled.
+        self._snapshot_key = secrets.token_bytes(_SNAPSHOT_KEY_BYTES)
+        self.last_batch: BatchStats | None = None
+        self.history: list[BatchStats] = []
+        self._persisted: DataFrame | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"StatefulRunner({self.job.name!r}/{self.operator.name!r}, "
+            f"storage={redact_url(self.storage.url)!r}, max_key_groups={self.operator.max_key_groups})"
+        )
+
+    def _schemas(self, spark: Any) -> tuple[StructType, pa.Schema]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import BinaryType, StructField, StructType
+
+        ddl = self.output_schema_ddl
+        if isinstance(ddl, StructType):
+            struct = ddl
+        else:
+            try:
+                parsed = StructType.fromDDL(ddl)
+            except Exception as exc:
+                raise ValueError(f"output_schema {ddl!r} is not a valid DDL schema: {exc}") from exc
+            if not isinstance(parsed, StructType):
+                raise ValueError(f"output_schema {ddl!r} must describe a struct of columns")
+            struct = parsed
+        reserved = [c for c in struct.names if c in RESERVED_COLUMNS]
+        if reserved:
+            raise ReservedColumnError(
+                f"output_schema of operator {self.operator.name!r} uses the column "
+                f"{reserved[0]!r}, which objectspace reserves (reserved: "
+                f"{', '.join(RESERVED_COLUMNS)})"
+            )
+        full = StructType([*struct.fields, StructField(_RECEIPT, BinaryType(), True)])
+        return full, to_arrow_schema(full)
+
+    def _plan_base(self, checkpoint_id: int) -> tuple[int | None, bool]:
+        """The checkpoint this batch runs on top of, and whether it is a replay."""
+        infos = {c.checkpoint_id: c for c in self.job.checkpoint_info()}
+        last = self.job.last_checkpoint()
+        if last is None or checkpoint_id > last:
+            return last, False
+        info = infos.get(checkpoint_id)
+        if info is None:
+            raise CheckpointError(
+                f"cannot run checkpoint {checkpoint_id} of job {self.job.name!r}: checkpoint "
+                f"{last} is already committed and {checkpoint_id} is not a retained one"
+            )
+        if info.base is not None and info.base not in infos:
+            raise CheckpointError(
+                f"cannot replay checkpoint {checkpoint_id} of job {self.job.name!r}: it was "
+                f"made on top of checkpoint {info.base}, which is no longer retained"
+            )
+        return info.base, True
+
+    def process(
+        self, df: DataFrame, checkpoint_id: int, *, parallelism: int | None = None
+    ) -> DataFrame:
+        """Run one batch as checkpoint ``checkpoint_id`` and return its output DataFrame.
+
+        The checkpoint is committed before this returns; the output is cached so that
+        using it does not run the batch again.
+        """
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+        from pyspark.storagelevel import StorageLevel
+
+        started = time.perf_counter()
+        if (
+            not isinstance(checkpoint_id, int)
+            or isinstance(checkpoint_id, bool)
+            or not 0 <= checkpoint_id < _I64
+        ):
+            raise ValueError(
+                f"checkpoint_id must be an int in 0..{_I64 - 1} (a signed 64-bit id), "
+                f"not {checkpoint_id!r}"
+            )
+        if parallelism is not None:
+            _check_parallelism(parallelism, self.operator.max_key_groups)
+        spark = df.sparkSession
+        max_kg = self.operator.max_key_groups
+        if parallelism is not None:
+            p = _check_parallelism(parallelism, max_kg)
+        elif self.parallelism is not None:
+            p = _check_parallelism(self.parallelism, max_kg)
+        else:
+            p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
+        reserved = [c for c in df.columns if c in RESERVED_COLUMNS]
+        if reserved:
+            raise ReservedColumnError(
+                f"input of operator {self.operator.name!r} has the column {reserved[0]!r}, "
+                f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): "
+                "drop or rename it before the batch"
+            )
+        missing = [c for c in (*self.key_columns, *self.order_columns) if c not in df.columns]
+        if missing:
+            raise ValueError(
+                f"input of {self.operator.name!r} lacks column(s) {missing}; it has {df.columns}"
+            )
+        struct, arrow_schema = self._schemas(spark)
+        base, replay = self._plan_base(checkpoint_id)
+
+        # Integer keys hash as 8-byte longs, exactly as objectspace.key_group_hash does.
+        key_exprs = []
+        for name in self.key_columns:
+            dtype = df.schema[name].dataType
+            cast = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
+            key_exprs.append(f"CAST({_quote(name)} AS BIGINT)" if cast else _quote(name))
+        routed = df.withColumn(
+            _KG, F.expr(f"pmod(xxhash64({', '.join(key_exprs)}), {max_kg})").cast("int")
+        ).withColumn(_INSTANCE, F.expr(spark_instance_expr(_KG, max_kg, p)).cast("int"))
+        task = _InstanceTask(
+            self.storage,
+            self.operator.info,
+            self.compaction,
+            self.fn,
+            checkpoint_id,
+            base,
+            p,
+            replay,
+            self.key_columns,
+            self.order_columns,
+            arrow_schema,
+            self.cache_instances,
+            self.snapshot_instances,
+            f"{self._application(spark)}/{self._token}",
+            self._snapshot_key,
+        )
+        if self._persisted is not None:
+            self._persisted.unpersist()
+        # A plain lambda: PySpark inspects type hints of the function it is given.
+        if self._single_partition(df):
+            # Small micro-batches often arrive in one partition: run every instance in that
+            # task instead of shuffling the rows to one task per instance.
+            result = routed.mapInArrow(lambda it: task.run_partition(it), struct)
+        else:
+            result = routed.groupBy(_INSTANCE).applyInArrow(lambda g, t: task(g, t), struct)
+        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted = result
+        tasks_started = time.perf_counter()
+        packed = [
+            r[0] for r in result.where(F.col(_RECEIPT).isNotNull()).select(_RECEIPT).collect()
+        ]
+        tasks_seconds = time.perf_counter() - tasks_started
+        receipts: list[Receipt] = []
+        batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
+        for blob in packed:
+            receipt, stats = _unpack_receipt(blob)
+            if receipt is not None:
+                receipts.append(receipt)
+                batch.bytes_written += receipt.bytes_written
+                batch.rows_written += receipt.rows_written
+            batch.tasks.append(stats)
+        commit_started = time.perf_counter()
+        if not replay:
+            batch.committed = self.job.commit(checkpoint_id, receipts)
+            if self.retain is not None:
+                self.job.retain(self.retain)
+        batch.seconds_commit = time.perf_counter() - commit_started
+        batch.seconds_tasks = tasks_seconds
+        batch.instances = len(batch.tasks)
+        for stats in batch.tasks:
+            batch.keys += stats.keys
+            batch.rows_in += stats.rows_in
+            batch.rows_out += stats.rows_out
+            batch.rows_read += stats.rows_read
+            batch.cached_instances += stats.cached
+            batch.snapshot_instances += stats.snapshot
+            batch.seconds_restore += stats.seconds_restore
+            batch.seconds_process += stats.seconds_process
+            batch.seconds_save += stats.seconds_save
+            batch.seconds_snapshot += stats.seconds_snapshot
+        batch.seconds_total = time.perf_counter() - started
+        self.last_batch = batch
+        self.history.append(batch)
+        logger.info(
+            "checkpoint %s: %s keys, %s bytes written, %.2f s",
+            checkpoint_id,
+            batch.keys,
+            batch.bytes_written,
+            batch.seconds_total,
+        )
+        return result.where(F.col(_RECEIPT).isNull()).drop(_RECEIPT)
+
+    @staticmethod
+    def _application(spark: Any) -> str:
+        try:
+            return str(spark.sparkContext.applicationId)
+        except Exception:  # no SparkContext here: the runner token still names the owner
+            return ""
+
+    @staticmethod
+    def _single_partition(df: DataFrame) -> bool:
+        try:
+            return int(df.rdd.getNumPartitions()) <= 1
+        except Exception:  # e.g. a DataFrame that cannot become an RDD: take the shuffle
+            return False
+
+    def foreach_batch(
+        self, sink: Callable[[DataFrame, int], None] | None = None
+    ) -> Callable[[DataFrame, int], None]:
+        """A ``foreachBatch`` function: process the micro-batch as checkpoint ``batch_id``
+        (Spark's batch ids are consecutive and replayed after a restart), then hand the
+        output to ``sink(out_df, batch_id)``."""
+
+        def run(batch_df: DataFrame, batch_id: int) -> None:
+            out = self.process(batch_df, int(batch_id))
+            if sink is not None:
+                sink(out, int(batch_id))
+
+        return run
+
+    def close(self) -> None:
+        """Drop the cached output of the last batch."""
+        if self._persisted is not None:
+            self._persisted.unpersist()
+            self._persisted = None

@@ -1,0 +1,151 @@
+"""What a task reports to the driver (its receipt and statistics, packed in one column) and the
+statistics of a batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from objectspace.checkpoint import Receipt
+from objectspace.errors import CheckpointError
+
+__all__ = ["BatchStats", "TaskStats"]
+
+
+@dataclass
+class TaskStats:
+    """What one instance's task did in one batch.
+
+    ``cached``: the instance was not restored from storage but adopted from this worker's
+    memory or (``snapshot``) from a snapshot file another worker wrote. ``seconds_restore``
+    covers getting the instance (adopting, or restoring its key groups);
+    ``seconds_snapshot`` writing its snapshot after the save (``snapshot_bytes``).
+    """
+
+    index: int = 0
+    keys: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_read: int = 0
+    cached: bool = False
+    snapshot: bool = False
+    snapshot_bytes: int = 0
+    seconds_restore: float = 0.0
+    seconds_process: float = 0.0
+    seconds_save: float = 0.0
+    seconds_snapshot: float = 0.0
+    seconds_total: float = 0.0
+
+
+@dataclass
+class BatchStats:
+    """What one batch did, summed over its tasks."""
+
+    checkpoint_id: int
+    parallelism: int
+    replay: bool = False
+    committed: bool = False
+    instances: int = 0
+    keys: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes_written: int = 0
+    rows_written: int = 0
+    rows_read: int = 0
+    cached_instances: int = 0
+    snapshot_instances: int = 0
+    seconds_total: float = 0.0
+    seconds_commit: float = 0.0
+    seconds_tasks: float = 0.0
+    seconds_restore: float = 0.0
+    seconds_process: float = 0.0
+    seconds_save: float = 0.0
+    seconds_snapshot: float = 0.0
+    tasks: list[TaskStats] = field(default_factory=list)
+
+
+# -- receipts: how a task's receipt and stats reach the driver --------------------------------
+
+_RECEIPT_VERSION = 1
+_RECEIPT_INTS = ("index", "parallelism", "checkpoint_id", "bytes_written", "rows_written")
+_I64 = 1 << 63
+
+
+def _pack_receipt(receipt: Receipt | None, stats: TaskStats) -> bytes:
+    """The receipt row's bytes: msgpack of plain fields only (never a pickle: the driver
+    decodes them, and a row's bytes must not be able to run code there)."""
+    import msgpack
+
+    packed_receipt = None
+    if receipt is not None:
+        packed_receipt = dataclasses.asdict(receipt)
+        packed_receipt["writes"] = [list(w) for w in receipt.writes]
+    return bytes(
+        msgpack.packb(
+            {"v": _RECEIPT_VERSION, "receipt": packed_receipt, "stats": dataclasses.asdict(stats)},
+            use_bin_type=True,
+        )
+    )
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int and -_I64 <= value < _I64
+
+
+def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
+    """Decode and check what :func:`_pack_receipt` wrote; :class:`CheckpointError` for
+    anything else (no field of another type, no field missing or extra)."""
+    import msgpack
+
+    def bad(why: str) -> CheckpointError:
+        return CheckpointError(f"a task returned a malformed receipt row ({why})")
+
+    if not isinstance(blob, bytes | bytearray) or len(blob) > 1 << 24:
+        raise bad(f"{type(blob).__name__} of {len(blob) if isinstance(blob, bytes) else '?'}")
+    try:
+        data = msgpack.unpackb(
+            bytes(blob), raw=False, strict_map_key=True, use_list=True, max_ext_len=0
+        )
+    except Exception as exc:
+        raise bad(f"not msgpack: {type(exc).__name__}") from exc
+    if not isinstance(data, dict) or set(data) != {"v", "receipt", "stats"}:
+        raise bad("not a receipt map")
+    if data["v"] != _RECEIPT_VERSION:
+        raise bad(f"version {data['v']!r}")
+    raw_stats = data["stats"]
+    fields = {f.name: f for f in dataclasses.fields(TaskStats)}
+    if not isinstance(raw_stats, dict) or set(raw_stats) != set(fields):
+        raise bad("stats fields")
+    for name, value in raw_stats.items():
+        default: object = fields[name].default
+        kind: type = type(default)
+        ok = (
+            type(value) is bool
+            if kind is bool
+            else _is_int(value)
+            if kind is int
+            else type(value) in (float, int) and not isinstance(value, bool)
+        )
+        if not ok:
+            raise bad(f"stats field {name}={value!r}")
+    stats = TaskStats(**raw_stats)
+    raw = data["receipt"]
+    if raw is None:
+        return None, stats
+    names = {f.name for f in dataclasses.fields(Receipt)}
+    if not isinstance(raw, dict) or set(raw) != names:
+        raise bad("receipt fields")
+    if not all(isinstance(raw[n], str) for n in ("job", "operator", "attempt")):
+        raise bad("receipt names")
+    if not all(_is_int(raw[n]) for n in _RECEIPT_INTS):
+        raise bad("receipt numbers")
+    if raw["base"] is not None and not _is_int(raw["base"]):
+        raise bad(f"receipt base {raw['base']!r}")
+    writes = raw["writes"]
+    if not isinstance(writes, list) or not all(
+        isinstance(w, list) and len(w) == 2 and _is_int(w[0]) and _is_int(w[1]) for w in writes
+    ):
+        raise bad("receipt writes")
+    raw["writes"] = tuple((w[0], w[1]) for w in writes)
+    return Receipt(**raw), stats

@@ -1,0 +1,551 @@
+"""Immutable segment files on any fsspec filesystem, referenced from a SQL catalog.
+
+``file:///dir?catalog=<url>``, ``s3://bucket/prefix?catalog=<url>``, ``hdfs://...``: an
+instance's save for one checkpoint becomes **one segment file** holding the edits of all
+its key groups, one compressed, checksummed block per key group, so a rescaled instance
+reads only the blocks of its own range. The catalog (SQLite or PostgreSQL, given as
+``catalog=``, percent-encoded) holds the file references: which segment, offset and length
+hold which key group at which version.
+
+A segment's life:
+
+1. its path is recorded in the catalog (so no file can exist that the catalog does not
+   know of);
+2. it is written under ``<path>.tmp`` and renamed to ``<path>`` (readers never see a
+   partial file);
+3. one catalog transaction records its blocks as pending writes; the checkpoint commit
+   makes them visible.
+
+The catalog records a segment's path **relative to the storage root**, so a copy of a
+storage (its folder and its catalog) reads and collects its own files, never the
+original's. Catalogs written by older versions (absolute paths) are migrated once, on
+first use.
+
+Garbage collection has two phases (so a reader that planned a restore before a reference
+disappeared can still finish): files that no write references are *stamped* with the
+time; a later pass deletes files stamped longer ago than a grace period. A referenced file
+is never deleted; an unreferenced one is deleted after at most two passes. Deleting moves
+the catalog row to a trash table, deletes the file, then empties the trash row: a pass that
+dies in between leaves the row, and the next pass deletes the file. The GC never deletes a
+path outside the storage root, whatever the catalog says (``..``, an absolute path, a
+symlink that leads out): it logs a warning and leaves it.
+
+The block and file format is in :mod:`objectspace.storage.segments.codec`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+
+import msgpack
+
+from objectspace.errors import CorruptStateError, StorageError
+from objectspace.storage.contract import (
+    Backend,
+    CheckpointInfo,
+    OperatorInfo,
+    PendingPart,
+    RetentionStats,
+    WriteInfo,
+    WriteSummary,
+    materialize,
+)
+from objectspace.storage.segments.codec import (
+    _FOOTER,
+    END_MAGIC,
+    MAGIC,
+    _component,
+    _Rows,
+    block_heads,
+    decode_block,
+    encode_block,
+)
+from objectspace.storage.sql.catalog import SegmentCatalog
+from objectspace.storage.urls import redact_text, redact_url
+from objectspace.tables import TableChanges
+
+try:
+    import fsspec
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "segment storage needs fsspec and zstandard: pip install 'objectspace[segments]'"
+    ) from exc
+
+__all__ = ["GCStats", "SegmentBackend"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GCStats:
+    """What one garbage-collection pass did (or, dry run, would do)."""
+
+    stamped: int = 0
+    deleted: list[str] = field(default_factory=list)
+    bytes_deleted: int = 0
+    referenced: int = 0
+    dry_run: bool = False
+    refused: list[str] = field(default_factory=list)  # catalog paths outside the root
+
+
+class SegmentBackend(Backend):
+    """Segment files on an fsspec filesystem with a SQL catalog (see the module docstring).
+
+    ``storage_options`` go to fsspec (e.g. ``endpoint_url`` for S3); in the URL, every
+    query option other than ``catalog`` and ``level`` (zstd level, default 3) is one.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        catalog: SegmentCatalog,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        level: int = 3,
+    ) -> None:
+        self.root = root.rstrip("/")
+        self.catalog = catalog
+        self.storage_options = dict(storage_options or {})
+        self.level = level
+        options = dict(self.storage_options)
+        options["catalog"] = catalog.url
+        if level != 3:
+            options["level"] = str(level)
+        parsed = urlparse(self.root)
+        self.url = urlunparse(parsed._replace(query=urlencode(options)))
+        self._fs: Any = None
+        self._base = ""
+        self._paths_ready = False
+        self.bytes_written = 0
+        self.files_written = 0
+
+    @classmethod
+    def from_url(cls, url: str, open_catalog: Any) -> SegmentBackend:
+        parsed = urlparse(url)
+        options = dict(parse_qsl(parsed.query))
+        catalog_url = options.pop("catalog", None)
+        if not catalog_url:
+            raise StorageError(
+                f"segment storage {redact_url(url)!r} needs a catalog: add ?catalog=<sqlite or postgresql "
+                "URL, percent-encoded>"
+            )
+        catalog = open_catalog(catalog_url)
+        if not isinstance(catalog, SegmentCatalog):
+            raise StorageError(
+                f"the catalog of {redact_url(url)!r} must be a SQLite or PostgreSQL URL"
+            )
+        try:
+            level = int(options.pop("level", 3))
+        except ValueError as exc:
+            raise StorageError(
+                f"segment storage {redact_url(url)!r}: level must be an int (zstd level)"
+            ) from exc
+        root = urlunparse(parsed._replace(query=""))
+        return cls(root, catalog, storage_options=options, level=level)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "catalog": self.catalog,
+            "storage_options": self.storage_options,
+            "level": self.level,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["root"],
+            state["catalog"],
+            storage_options=state["storage_options"],
+            level=state["level"],
+        )
+
+    def __repr__(self) -> str:
+        return f"SegmentBackend({redact_url(self.root)!r}, catalog={self.catalog!r})"
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem, opened on first use."""
+        if self._fs is None:
+            try:
+                fs, base = fsspec.url_to_fs(self.root, **self.storage_options)
+            except (ImportError, ValueError) as exc:
+                raise StorageError(
+                    f"cannot open filesystem {redact_url(self.root)!r}: "
+                    f"{redact_text(exc, [self.url])}"
+                ) from exc
+            self._fs, self._base = fs, base.rstrip("/")
+        return self._fs
+
+    @property
+    def fault_hook(self) -> Any:
+        return self.catalog.fault_hook
+
+    @fault_hook.setter
+    def fault_hook(self, hook: Any) -> None:
+        self.catalog.fault_hook = hook
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    # -- delegated catalog operations -------------------------------------------------------
+
+    def ensure_operator(
+        self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
+    ) -> OperatorInfo:
+        return self.catalog.ensure_operator(job, operator, max_key_groups, schema_version)
+
+    def operator_info(self, job: str, operator: str) -> OperatorInfo | None:
+        return self.catalog.operator_info(job, operator)
+
+    def jobs(self) -> list[str]:
+        return self.catalog.jobs()
+
+    def operators(self, job: str) -> list[OperatorInfo]:
+        return self.catalog.operators(job)
+
+    def commit(
+        self,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        write_ids: Sequence[int],
+        parallelism: Mapping[str, int],
+        epoch: int = 0,
+    ) -> bool:
+        return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism, epoch)
+
+    def fence(self, job: str) -> int:
+        return self.catalog.fence(job)
+
+    def epoch(self, job: str) -> int:
+        return self.catalog.epoch(job)
+
+    def writes_committed(self, write_ids: Sequence[int]) -> bool:
+        return self.catalog.writes_committed(write_ids)
+
+    def write_summary(self, job: str) -> list[WriteSummary]:
+        return self.catalog.write_summary(job)
+
+    def last_checkpoint(self, job: str) -> int | None:
+        return self.catalog.last_checkpoint(job)
+
+    def checkpoints(self, job: str) -> list[CheckpointInfo]:
+        return self.catalog.checkpoints(job)
+
+    def chains(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        self._ready()
+        chains = self.catalog.chains(job, operator, key_groups, as_of)
+        return {g: [self._located(w) for w in ws] for g, ws in chains.items()}
+
+    def retain(self, job: str, keep_last: int) -> RetentionStats:
+        return self.catalog.retain(job, keep_last)
+
+    # -- paths: relative in the catalog, inside the root on the filesystem -------------------
+
+    def _ready(self) -> None:
+        """Open the filesystem and migrate a catalog with absolute paths (once)."""
+        if not self._paths_ready:
+            self.fs  # noqa: B018 - opens the filesystem, which sets self._base
+            changed = self.catalog.relative_segment_paths(self._legacy_relative)
+            if changed:
+                logger.info("made %d segment paths of %s relative to its root", changed, self)
+            self._paths_ready = True
+
+    def _legacy_relative(self, path: str) -> str:
+        """A segment path an older version stored (absolute, as fsspec names it) made
+        relative: under this root, the rest of it; under another root (the storage was
+        copied or moved), its last three components when they have the layout's shape
+        (``job/operator/….seg``); anything else stays absolute, which the GC refuses."""
+        prefix = self._base + "/"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+        parts = path.split("/")
+        if len(parts) > 3 and parts[-1].endswith(".seg") and _plain(parts[-3:]):
+            return "/".join(parts[-3:])
+        return path if path.startswith("/") else "/" + path
+
+    def _full(self, path: str) -> str:
+        """The filesystem path of a catalog path; :class:`CorruptStateError` when it is
+        not a plain relative path (absolute, empty or ``.``/``..`` components)."""
+        if path.startswith("/") or not _plain(path.split("/")):
+            raise CorruptStateError(
+                f"segment path {path!r} in the catalog of {self.root} is not inside the storage "
+                "root; objectspace neither reads nor deletes it"
+            )
+        return f"{self._base}/{path}"
+
+    def _located(self, info: WriteInfo) -> WriteInfo:
+        if info.segment is None:
+            return info
+        return dataclasses.replace(info, segment=self._full(info.segment))
+
+    def _shown(self, path: str) -> str:
+        try:
+            return self._full(path)
+        except CorruptStateError:
+            return path
+
+    def _deletable(self, path: str) -> str | None:
+        """The filesystem path the GC may delete for catalog ``path``, or ``None`` (logged)
+        when it would leave the root, through ``..``, an absolute path or a symlink."""
+        try:
+            full = self._full(path)
+            fs = self.fs
+            protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+            if "file" in protocol or "local" in protocol:
+                root = os.path.realpath(self._base)
+                real = os.path.realpath(full)
+                if real == root or os.path.commonpath((root, real)) != root:
+                    raise CorruptStateError(
+                        f"segment path {path!r} in the catalog of {self.root} leads out of the "
+                        f"storage root through a symlink (to {real!r})"
+                    )
+        except CorruptStateError as exc:
+            logger.warning("garbage collection refuses to delete: %s", exc)
+            return None
+        return full
+
+    def segments(self) -> list[tuple[str, int, float | None]]:
+        """Every segment file the catalog knows: (filesystem path, bytes, stamped time)."""
+        self._ready()
+        return [(self._shown(p), b, s) for p, b, s in self.catalog.segments()]
+
+    def referenced_segments(self) -> set[str]:
+        """Filesystem paths of the segments at least one write references."""
+        self._ready()
+        return {self._shown(p) for p in self.catalog.referenced_segments()}
+
+    # -- segments ---------------------------------------------------------------------------
+
+    def _path(self, job: str, operator: str, version: int, attempt: str) -> str:
+        """A new segment's path relative to the root. User names become one path
+        component each, percent-encoded: never a traversal."""
+        self._ready()
+        return "/".join(
+            (
+                _component(job),
+                _component(operator),
+                f"{version:012d}-{attempt}-{uuid.uuid4().hex[:8]}.seg",
+            )
+        )
+
+    def write_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[WriteInfo]:
+        if not parts:
+            return []
+        path = self._path(job, operator, version, attempt)
+        heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
+        segment_id, head_ids = self.catalog.reserve_segment(path, heads)
+        blocks = []
+        counts = []
+        for part in parts:
+            block, rows = encode_block(part.changes, part.full, self.level, head_ids)
+            blocks.append(block)
+            counts.append(rows)
+        full = self._full(path)
+        size, offsets = self._publish(full, blocks)
+        entries = [
+            (part.key_group, part.full, length, rows, offset, length)
+            for part, rows, (offset, length) in zip(parts, counts, offsets, strict=True)
+        ]
+        try:
+            infos = self.catalog.register_segment(
+                job,
+                operator,
+                version,
+                attempt,
+                (segment_id, path),
+                size,
+                entries,
+                parents=[part.parent for part in parts],
+            )
+        except BaseException:
+            self._discard(full)
+            raise
+        return [self._located(info) for info in infos]
+
+    def _discard(self, path: str) -> None:
+        """Best effort: delete a published file whose registration failed. If it was still
+        reserved, the GC would collect it anyway; if its reservation was collected (a write
+        slower than the grace period), nothing else would."""
+        for name in (path, path + ".tmp"):
+            with contextlib.suppress(Exception):
+                self.fs.rm_file(name)
+
+    def _publish(self, path: str, blocks: Sequence[bytes]) -> tuple[int, list[tuple[int, int]]]:
+        """Write ``blocks`` as the segment ``path`` (via a temporary name); return its size
+        and each block's (offset, length)."""
+        offsets = []
+        offset = len(MAGIC)
+        for block in blocks:
+            offsets.append((offset, len(block)))
+            offset += len(block)
+        index = msgpack.packb(offsets)
+        data = b"".join((MAGIC, *blocks, index, _FOOTER.pack(offset), END_MAGIC))
+        tmp = path + ".tmp"
+        fs = self.fs
+        try:
+            fs.makedirs(os.path.dirname(path), exist_ok=True)
+            fs.pipe_file(tmp, data)
+            fs.mv(tmp, path)
+        except Exception as exc:
+            raise StorageError(f"cannot write segment {path!r}: {exc}") from exc
+        self.bytes_written += len(data)
+        self.files_written += 1
+        return len(data), offsets
+
+    def write_compacted(
+        self,
+        job: str,
+        operator: str,
+        key_group: int,
+        version: int,
+        tables: Mapping[str, Mapping[bytes, bytes]],
+    ) -> WriteInfo:
+        changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
+        path = self._path(job, operator, version, "compaction")
+        segment_id, head_ids = self.catalog.reserve_segment(path, block_heads(changes))
+        block, rows = encode_block(changes, True, self.level, head_ids)
+        size, [(offset, length)] = self._publish(self._full(path), [block])
+        [info] = self.catalog.register_segment(
+            job,
+            operator,
+            version,
+            "compaction",
+            (segment_id, path),
+            size,
+            [(key_group, True, length, rows, offset, length)],
+            committed=True,
+        )
+        return self._located(info)
+
+    def load(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        # The catalog snapshot fixes which files to read; a file that lost its last
+        # reference since is deleted only after the GC's grace period.
+        self._ready()
+        loaded = self.catalog.load_catalog(job, operator, key_groups, as_of, with_rows=False)
+        out = {}
+        for key_group, (writes, _) in loaded.items():
+            located = [self._located(w) for w in writes]
+            out[key_group] = (located, self.read(job, operator, located))
+        return out
+
+    def read(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, dict[bytes, bytes]]:
+        fs = self.fs
+        parts: list[tuple[dict[str, bool], _Rows]] = []
+        in_catalog = [w for w in writes if w.segment is None]
+        where = f"job {job!r} operator {operator!r} "
+        from_catalog = iter(self.catalog.read_parts(in_catalog, where) if in_catalog else ())
+        for info in writes:
+            if info.segment is None:
+                parts.append(next(from_catalog))
+                continue
+            inside = info.segment.startswith(self._base + "/")
+            if not inside or not _plain(info.segment[len(self._base) + 1 :].split("/")):
+                raise CorruptStateError(
+                    f"segment {info.segment!r} is not inside the storage root {self.root}"
+                )
+            try:
+                block = fs.cat_file(info.segment, start=info.offset, end=info.offset + info.length)
+            except FileNotFoundError as exc:
+                raise CorruptStateError(
+                    f"segment {info.segment!r} is missing (key group {info.key_group}, "
+                    f"version {info.version})"
+                ) from exc
+            except OSError as exc:  # e.g. S3 refusing a range past a truncated file's end
+                raise CorruptStateError(
+                    f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
+                    f"{info.offset + info.length} (truncated?): {exc}"
+                ) from exc
+            parts.append(decode_block(block, repr(info.segment), self.catalog.table_names))
+        return materialize(parts)
+
+    def gc(
+        self, grace_seconds: float = 600.0, *, dry_run: bool = False, now: float | None = None
+    ) -> GCStats:
+        """One garbage-collection pass: stamp newly unreferenced segments, then delete those
+        stamped more than ``grace_seconds`` ago, and the files of segments an interrupted
+        pass forgot without deleting. ``dry_run`` changes nothing. Paths that would leave
+        the storage root are never deleted: they are logged and listed in ``refused``."""
+        when = time.time() if now is None else now
+        stats = GCStats(dry_run=dry_run)
+        self._ready()
+        known = self.catalog.segments()
+        sizes = {p: b for p, b, _ in known}
+        trash = self.catalog.trashed_segments()
+        sizes.update(trash)
+        if dry_run:
+            referenced = self.catalog.referenced_segments()
+            fresh = [p for p, _, s in known if s is None and p not in referenced]
+            stats.stamped = len(fresh)
+            doomed = self.catalog.collectable_segments(grace_seconds, when)
+            if grace_seconds <= 0:  # a real pass would stamp and delete these at once
+                doomed = sorted({*doomed, *fresh})
+            for path in sorted({*doomed, *(p for p, _ in trash)}):
+                full = self._deletable(path)
+                if full is None:
+                    stats.refused.append(path)
+                else:
+                    stats.deleted.append(full)
+                    stats.bytes_deleted += sizes.get(path, 0)
+        else:
+            stats.stamped = self.catalog.stamp_unreferenced(when)
+            for path, _ in trash:  # forgotten by a pass that died before deleting
+                self._delete(path, sizes, stats)
+            for path in self.catalog.collectable_segments(grace_seconds, when):
+                if self._deletable(path) is None:
+                    stats.refused.append(path)
+                    continue
+                # Forget first: if a reference appeared meanwhile, the file stays; and a
+                # writer still holding the reservation can no longer register it.
+                if not self.catalog.forget_segment(path):
+                    continue
+                self._step("gc:forgotten")
+                self._delete(path, sizes, stats)
+        stats.referenced = len(self.catalog.referenced_segments())
+        return stats
+
+    def _step(self, step: str) -> None:
+        hook = self.catalog.fault_hook
+        if hook is not None:
+            hook(step)
+
+    def _delete(self, path: str, sizes: Mapping[str, int], stats: GCStats) -> None:
+        """Delete a forgotten segment's file (and its temporary twin), then its trash row."""
+        full = self._deletable(path)
+        if full is None:
+            stats.refused.append(path)
+            return
+        fs = self.fs
+        for name in (full, full + ".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm_file(name)
+        self.catalog.segment_deleted(path)
+        stats.deleted.append(full)
+        stats.bytes_deleted += sizes.get(path, 0)
+
+
+def _plain(parts: Sequence[str]) -> bool:
+    """Whether path components are plain names (no empty, ``.`` or ``..`` component)."""
+    return all(part not in ("", ".", "..") for part in parts)

@@ -1,0 +1,1175 @@
+"""The checkpoint catalog and row store in SQL, shared by the SQLite and PostgreSQL backends.
+
+Layout: a catalog (jobs, operators, checkpoints, writes, segment files) and the data of
+every write stored either as rows ``(write id, table id, key, value or NULL for a delete)``
+plus the tables it deleted, or in a segment file that the write references by path,
+offset and length. Table names are interned once in ``ckpt_tables``, so a row costs its
+key, its value and two small integers.
+
+A dialect subclass supplies connections and transactions (:meth:`SQLBackend._run`), the
+schema (the DDL of both dialects is in :mod:`objectspace.storage.sql.schema`), and bulk row
+insertion. SQL here is written with ``?`` parameters.
+
+Stored rows are verified on read: each write's catalog row keeps its row count and a digest
+of its rows (:func:`write_digest`; ``NULL`` in stores written before digests existed: those
+are not verified), and a restore checks every write of its chains is there, with its rows
+and its table names, and that no retained checkpoint lost one of its writes. Any mismatch
+raises :class:`~objectspace.CorruptStateError` naming the job, operator, key group and
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import xxhash
+
+from objectspace.errors import (
+    CheckpointConflictError,
+    CheckpointError,
+    CorruptStateError,
+    StorageError,
+)
+from objectspace.storage.contract import (
+    CheckpointInfo,
+    OperatorInfo,
+    PendingPart,
+    RetentionStats,
+    WriteInfo,
+    WriteSummary,
+    materialize,
+)
+from objectspace.storage.sql.catalog import Part, SegmentEntry
+from objectspace.storage.sql.segment_queries import SegmentQueries
+from objectspace.storage.urls import redact_url
+from objectspace.tables import DELETED, TableChanges
+
+__all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
+
+SCHEMA_VERSION = 2
+
+# Columns added after schema version 1, added to existing stores when they are opened:
+# the writer epoch of a job and of the epoch that committed each checkpoint, and the parent
+# of each write (the write its key group's state was built on; NULL: unknown).
+_ADDED_COLUMNS = (
+    ("ckpt_jobs", "epoch", "BIGINT NOT NULL DEFAULT 0"),
+    ("ckpt_checkpoints", "epoch", "BIGINT NOT NULL DEFAULT 0"),
+    ("ckpt_writes", "parent", "BIGINT"),
+)
+
+# The attempt name of the committed full writes that compaction adds.
+COMPACTION = "compaction"
+
+# Bytes counted per stored row on top of its key and value: the write and table references.
+ROW_OVERHEAD = 8
+
+_R = TypeVar("_R")
+
+
+class Tx(Protocol):
+    """One transaction: statements with ``?`` parameters."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+_HEAD = struct.Struct("<II")
+_TOTAL = struct.Struct("<QQQ")
+_MASK = (1 << 64) - 1
+
+
+def _row_hash(name: bytes, key: bytes, value: bytes | None) -> int:
+    tail = b"\x00" if value is None else b"\x01" + value
+    return xxhash.xxh64_intdigest(_HEAD.pack(len(name), len(key)) + name + key + tail)
+
+
+def write_digest(
+    rows: Sequence[tuple[str, bytes, bytes | None]], truncated: Sequence[str] = ()
+) -> int:
+    """The digest of a write's rows (table name, key, value or ``None`` for a delete) and
+    deleted tables, whatever their order: the sum of each row's xxh64 over its lengths and
+    bytes, hashed with the counts. A signed 64-bit integer (it fits a BIGINT)."""
+    total = 0
+    for name, key, value in rows:
+        total += _row_hash(name.encode("utf-8"), key, value)
+    for name in truncated:
+        total += xxhash.xxh64_intdigest(b"T" + name.encode("utf-8"))
+    digest = xxhash.xxh64_intdigest(_TOTAL.pack(total & _MASK, len(rows), len(truncated)))
+    return digest - (1 << 64) if digest >= 1 << 63 else digest
+
+
+def _encode_part(
+    part: PendingPart, ids: Mapping[str, int]
+) -> tuple[list[tuple[int, bytes, bytes | None]], list[int], int, int]:
+    """A part's rows (table id, key, value or None), deleted table ids, bytes, and digest
+    (:func:`write_digest`, computed here in the same pass)."""
+    rows: list[tuple[int, bytes, bytes | None]] = []
+    truncates: list[int] = []
+    written = 0
+    total = 0
+    dropped = 0
+    for name, change in part.changes.items():
+        tid = ids[name]
+        encoded = name.encode("utf-8")
+        if change.truncated and not part.full:
+            truncates.append(tid)
+            total += xxhash.xxh64_intdigest(b"T" + encoded)
+            dropped += 1
+        for key, value in change.rows.items():
+            if value is DELETED:
+                if not part.full:  # a full write starts from nothing: deletes are moot
+                    rows.append((tid, key, None))
+                    written += len(key) + ROW_OVERHEAD
+                    total += _row_hash(encoded, key, None)
+            else:
+                rows.append((tid, key, value))  # type: ignore[arg-type]
+                written += len(key) + len(value) + ROW_OVERHEAD  # type: ignore[arg-type]
+                total += _row_hash(encoded, key, value)  # type: ignore[arg-type]
+    digest = xxhash.xxh64_intdigest(_TOTAL.pack(total & _MASK, len(rows), dropped))
+    return rows, truncates, written, digest - (1 << 64) if digest >= 1 << 63 else digest
+
+
+class SQLBackend(SegmentQueries):
+    """Catalog and row storage over a SQL database; see the module docstring.
+
+    ``fault_hook``, when set, is called with the name of each step of a write or commit
+    (:attr:`STEPS`) inside its transaction; an exception it raises aborts the transaction.
+    Tests use it to interrupt the protocol anywhere.
+    """
+
+    STEPS: ClassVar[tuple[str, ...]] = (
+        "write:begin",
+        "write:rows",
+        "write:end",
+        "commit:begin",
+        "commit:mark",
+        "commit:end",
+    )
+
+    url: str
+
+    def __init__(self) -> None:
+        self.fault_hook: Callable[[str], None] | None = None
+        self._table_ids: dict[str, int] = {}
+        self._names_by_id: dict[int, str] = {}
+        # Per job, ranges of checkpoints (after, upto] found to hold all their writes.
+        self._complete: dict[str, list[tuple[int, int]]] = {}
+
+    # -- what a dialect provides ------------------------------------------------------------
+
+    @abstractmethod
+    def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
+        """Run ``work`` in one transaction and commit it; roll back if it raises.
+
+        Errors of the database become :class:`~objectspace.StorageError` naming ``what``.
+        A dialect may retry ``work`` on transient conflicts.
+        """
+
+    def _insert_rows(self, tx: Tx, rows: list[tuple[int, int, bytes, bytes | None]]) -> None:
+        tx.executemany("INSERT INTO ckpt_rows VALUES (?, ?, ?, ?)", rows)
+
+    def _fault(self, step: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(step)
+
+    @abstractmethod
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        """The names of the columns of ``table``."""
+
+    def _check_schema(self, tx: Tx) -> None:
+        row = tx.one("SELECT value FROM ckpt_meta WHERE name = 'schema_version'")
+        if row is None:
+            tx.execute(
+                "INSERT INTO ckpt_meta VALUES ('schema_version', ?) ON CONFLICT (name) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StorageError(
+                f"checkpoint storage {redact_url(self.url)!r} has schema version {row[0]}, newer than "
+                f"this objectspace understands ({SCHEMA_VERSION}); upgrade objectspace"
+            )
+        # Migrate a store of an older schema version (or one just created) in place.
+        for table, column, declaration in _ADDED_COLUMNS:
+            if column not in self._columns(tx, table):
+                tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        if row is not None and int(row[0]) < SCHEMA_VERSION:
+            tx.execute(
+                "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
+                (str(SCHEMA_VERSION),),
+            )
+
+    # -- catalog ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _job_id(tx: Tx, job: str) -> int | None:
+        row = tx.one("SELECT id FROM ckpt_jobs WHERE name = ?", (job,))
+        return None if row is None else int(row[0])
+
+    @staticmethod
+    def _operator_row(tx: Tx, job: str, operator: str) -> tuple[Any, ...] | None:
+        return tx.one(
+            "SELECT o.id, o.max_key_groups, o.parallelism, o.schema_version FROM ckpt_operators o "
+            "JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? AND o.name = ?",
+            (job, operator),
+        )
+
+    def _operator_id(self, tx: Tx, job: str, operator: str) -> int:
+        row = self._operator_row(tx, job, operator)
+        if row is None:
+            raise CheckpointError(f"operator {operator!r} of job {job!r} does not exist")
+        return int(row[0])
+
+    def ensure_operator(
+        self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
+    ) -> OperatorInfo:
+        version = 1 if schema_version is None else schema_version
+
+        def work(tx: Tx) -> OperatorInfo:
+            row = self._operator_row(tx, job, operator)
+            if row is None:
+                if max_key_groups is None:
+                    raise CheckpointError(
+                        f"operator {operator!r} of job {job!r} does not exist; give "
+                        "max_key_groups to create it"
+                    )
+                orphan = tx.one(
+                    "SELECT w.op, w.version FROM ckpt_writes w WHERE NOT EXISTS "
+                    "(SELECT 1 FROM ckpt_operators o WHERE o.id = w.op) LIMIT 1"
+                )
+                if orphan is not None:
+                    raise CorruptStateError(
+                        f"cannot create operator {operator!r} of job {job!r} in {self!r}: the "
+                        f"catalog holds writes (checkpoint {orphan[1]}) of operator id "
+                        f"{orphan[0]}, whose operator row is missing"
+                    )
+                tx.execute(
+                    "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
+                )
+                tx.execute(
+                    "INSERT INTO ckpt_operators (job, name, max_key_groups, schema_version) "
+                    "VALUES (?, ?, ?, ?)",
+                    (self._job_id(tx, job), operator, max_key_groups, version),
+                )
+                return OperatorInfo(job, operator, max_key_groups, None, version)
+            op_id, stored_max, parallelism, stored_schema = row
+            if max_key_groups is not None and max_key_groups != stored_max:
+                raise CheckpointError(
+                    f"operator {operator!r} of job {job!r} was created with max_key_groups="
+                    f"{stored_max}; it cannot be reopened with max_key_groups={max_key_groups} "
+                    "(the key space is fixed for the life of the state)"
+                )
+            if schema_version is not None and schema_version != stored_schema:
+                tx.execute(
+                    "UPDATE ckpt_operators SET schema_version = ? WHERE id = ?",
+                    (schema_version, op_id),
+                )
+                stored_schema = schema_version
+            return OperatorInfo(job, operator, stored_max, parallelism, stored_schema)
+
+        return self._run(f"opening operator {job}/{operator}", work)
+
+    def operator_info(self, job: str, operator: str) -> OperatorInfo | None:
+        row = self._run(
+            "reading an operator", lambda tx: self._operator_row(tx, job, operator), write=False
+        )
+        return None if row is None else OperatorInfo(job, operator, row[1], row[2], row[3])
+
+    def jobs(self) -> list[str]:
+        rows = self._run(
+            "listing jobs",
+            lambda tx: tx.all("SELECT name FROM ckpt_jobs ORDER BY name"),
+            write=False,
+        )
+        return [name for (name,) in rows]
+
+    def operators(self, job: str) -> list[OperatorInfo]:
+        rows = self._run(
+            "listing operators",
+            lambda tx: tx.all(
+                "SELECT o.name, o.max_key_groups, o.parallelism, o.schema_version "
+                "FROM ckpt_operators o JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? "
+                "ORDER BY o.name",
+                (job,),
+            ),
+            write=False,
+        )
+        return [OperatorInfo(job, *row) for row in rows]
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _intern_tables(self, tx: Tx, names: set[str]) -> dict[str, int]:
+        """Ids of ``names`` in ``ckpt_tables``, inserting the missing ones in ``tx``.
+
+        Returns a new mapping of just ``names`` (O(len(names)), whatever the cache holds):
+        the shared cache learns the new ids only through :meth:`_remember`, after the
+        transaction committed (a retried or rolled-back transaction must not leave ids that
+        do not exist).
+        """
+        cache = self._table_ids
+        ids = {name: cache[name] for name in names if name in cache}
+        missing = sorted(name for name in names if name not in ids)
+        if missing:
+            tx.executemany(
+                "INSERT INTO ckpt_tables (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                [(name,) for name in missing],
+            )
+            for chunk in _chunks(missing):
+                for tid, name in tx.all(
+                    f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
+                    list(chunk),
+                ):
+                    ids[name] = tid
+        return ids
+
+    def _remember(self, ids: dict[str, int]) -> None:
+        """Cache table ids that a committed transaction interned."""
+        self._table_ids.update(ids)
+
+    def _insert_write(
+        self,
+        tx: Tx,
+        op_id: int,
+        key_group: int,
+        version: int,
+        full: bool,
+        attempt: str,
+        nbytes: int,
+        rows: int,
+        segment: int | None = None,
+        offset: int = 0,
+        length: int = 0,
+        *,
+        committed: bool = False,
+        digest: int | None = None,
+        parent: int | None = None,
+    ) -> int:
+        if committed and attempt == COMPACTION:
+            parent = self._compacted_origin(tx, op_id, key_group, version)
+        row = tx.one(
+            "INSERT INTO ckpt_writes (op, key_group, version, is_full, bytes, rows, attempt, "
+            "created, segment, seg_offset, seg_length, committed, digest, parent) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                op_id,
+                key_group,
+                version,
+                int(full),
+                nbytes,
+                rows,
+                attempt,
+                time.time(),
+                segment,
+                offset,
+                length,
+                int(committed),
+                digest,
+                parent,
+            ),
+        )
+        assert row is not None
+        return int(row[0])
+
+    @staticmethod
+    def _heads_tx(
+        tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
+    ) -> dict[int, tuple[int, str, int | None]]:
+        """Per key group with committed state as of ``as_of``: its head, the newest
+        committed write (id, attempt, parent). One index seek per key group."""
+        heads: dict[int, tuple[int, str, int | None]] = {}
+        for key_group in sorted(set(key_groups)):
+            row = tx.one(
+                "SELECT id, attempt, parent FROM ckpt_writes WHERE op = ? AND committed = 1 "
+                "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
+                (op_id, key_group, as_of),
+            )
+            if row is not None:
+                heads[key_group] = (int(row[0]), str(row[1]), row[2])
+        return heads
+
+    def _compacted_origin(self, tx: Tx, op_id: int, key_group: int, version: int) -> int | None:
+        """The write a compaction of ``key_group`` as of ``version`` stands for: the head it
+        replaces, or that head's origin when the head is a compaction itself. A writer that
+        built on the origin built on the same state, so its commit is not refused."""
+        head = self._heads_tx(tx, op_id, [key_group], version).get(key_group)
+        if head is None:
+            return None
+        wid, attempt, parent = head
+        return parent if attempt == COMPACTION else wid
+
+    def write_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[WriteInfo]:
+        if not parts:
+            return []
+
+        interned: dict[str, int] = {}
+
+        def work(tx: Tx) -> list[WriteInfo]:
+            self._fault("write:begin")
+            op_id = self._operator_id(tx, job, operator)
+            ids = self._intern_tables(tx, {name for part in parts for name in part.changes})
+            interned.clear()
+            interned.update(ids)
+            infos: list[WriteInfo] = []
+            rows: list[tuple[int, int, bytes, bytes | None]] = []
+            truncates: list[tuple[int, int]] = []
+            for part in parts:
+                part_rows, part_truncates, written, digest = _encode_part(part, ids)
+                count = len(part_rows) + len(part_truncates)
+                write_id = self._insert_write(
+                    tx,
+                    op_id,
+                    part.key_group,
+                    version,
+                    part.full,
+                    attempt,
+                    written,
+                    count,
+                    digest=digest,
+                    parent=part.parent,
+                )
+                rows.extend((write_id, tid, key, value) for tid, key, value in part_rows)
+                truncates.extend((write_id, tid) for tid in part_truncates)
+                infos.append(
+                    WriteInfo(write_id, part.key_group, version, part.full, written, count)
+                )
+            self._fault("write:rows")
+            self._insert_rows(tx, rows)
+            if truncates:
+                tx.executemany("INSERT INTO ckpt_truncates VALUES (?, ?)", truncates)
+            self._fault("write:end")
+            return infos
+
+        infos = self._run(f"writing checkpoint {version} of {job}/{operator}", work)
+        self._remember(interned)
+        return infos
+
+    def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
+        """Record a segment path before its file is written, so no file escapes the GC;
+        intern ``names`` (the block's table folders) in the same transaction. Returns the
+        segment's id and the names' ids."""
+        interned: dict[str, int] = {}
+
+        def work(tx: Tx) -> int:
+            row = tx.one(
+                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, 0) RETURNING id",
+                (path, time.time()),
+            )
+            assert row is not None
+            ids = self._intern_tables(tx, set(names))
+            interned.clear()
+            interned.update(ids)
+            return int(row[0])
+
+        segment_id = self._run(f"reserving segment {path}", work)
+        self._remember(interned)
+        return segment_id, interned
+
+    def table_names(self, ids: Sequence[int]) -> dict[int, str]:
+        """Names of interned table ids (ids never change once committed: cached)."""
+        cache = self._names_by_id
+        missing = sorted({i for i in ids if i not in cache})
+        if missing:
+
+            def work(tx: Tx) -> list[tuple[Any, ...]]:
+                found: list[tuple[Any, ...]] = []
+                for chunk in _chunks(missing):
+                    found += tx.all(
+                        f"SELECT id, name FROM ckpt_tables WHERE id IN ({_marks(len(chunk))})",
+                        list(chunk),
+                    )
+                return found
+
+            for tid, name in self._run("reading table names", work, write=False):
+                cache[int(tid)] = name
+        return {i: cache[i] for i in ids if i in cache}
+
+    def register_segment(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        segment: tuple[int, str],
+        size: int,
+        entries: Sequence[SegmentEntry],
+        *,
+        committed: bool = False,
+        parents: Sequence[int | None] | None = None,
+    ) -> list[WriteInfo]:
+        """Record a published segment's blocks as writes (pending unless ``committed``);
+        ``segment`` is the (id, path) :meth:`reserve_segment` gave; ``parents``, per entry,
+        the write its edits were made on top of (see :class:`PendingPart`)."""
+        segment_id, path = segment
+
+        def work(tx: Tx) -> list[WriteInfo]:
+            self._fault("write:begin")
+            op_id = self._operator_id(tx, job, operator)
+            updated = tx.execute(
+                "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE id = ?",
+                (size, segment_id),
+            ).rowcount
+            if updated != 1:
+                raise StorageError(
+                    f"segment {path!r} is no longer reserved in the catalog (collected after "
+                    "its grace period?); the write must be retried"
+                )
+            self._fault("write:rows")
+            infos = []
+            for i, (key_group, full, nbytes, rows, offset, length) in enumerate(entries):
+                write_id = self._insert_write(
+                    tx,
+                    op_id,
+                    key_group,
+                    version,
+                    full,
+                    attempt,
+                    nbytes,
+                    rows,
+                    segment_id,
+                    offset,
+                    length,
+                    committed=committed,
+                    parent=None if parents is None else parents[i],
+                )
+                infos.append(
+                    WriteInfo(
+                        write_id, key_group, version, full, nbytes, rows, path, offset, length
+                    )
+                )
+            self._fault("write:end")
+            return infos
+
+        return self._run(f"registering segment {path}", work)
+
+    def write_compacted(
+        self,
+        job: str,
+        operator: str,
+        key_group: int,
+        version: int,
+        tables: Mapping[str, Mapping[bytes, bytes]],
+    ) -> WriteInfo:
+        """Store a key group's state as of ``version`` as a committed full write.
+
+        Restores as of ``version`` or later start from it (it sorts after the writes it
+        replaces); the writes it replaces stay until retention drops them.
+        """
+        changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
+        part = PendingPart(key_group, True, changes)
+
+        interned: dict[str, int] = {}
+
+        def work(tx: Tx) -> WriteInfo:
+            op_id = self._operator_id(tx, job, operator)
+            ids = self._intern_tables(tx, set(changes))
+            interned.clear()
+            interned.update(ids)
+            rows, _, written, digest = _encode_part(part, ids)
+            write_id = self._insert_write(
+                tx,
+                op_id,
+                key_group,
+                version,
+                True,
+                COMPACTION,
+                written,
+                len(rows),
+                committed=True,
+                digest=digest,
+            )
+            self._insert_rows(tx, [(write_id, t, k, v) for t, k, v in rows])
+            return WriteInfo(write_id, key_group, version, True, written, len(rows))
+
+        info = self._run(f"compacting key group {key_group} of {job}/{operator}", work)
+        self._remember(interned)
+        return info
+
+    def commit(
+        self,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        write_ids: Sequence[int],
+        parallelism: Mapping[str, int],
+        epoch: int = 0,
+    ) -> bool:
+        ids = sorted(set(write_ids))
+        if len(ids) != len(write_ids):
+            raise CheckpointError(f"checkpoint {checkpoint_id}: a write is named twice")
+
+        def work(tx: Tx) -> bool:
+            self._fault("commit:begin")
+            row = tx.one("SELECT id, last_checkpoint, epoch FROM ckpt_jobs WHERE name = ?", (job,))
+            if row is None:
+                raise CheckpointError(f"job {job!r} does not exist")
+            job_id, last, current = row
+            if int(current) != epoch:
+                raise CheckpointConflictError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: this writer "
+                    f"holds epoch {epoch}, but the job was fenced by a newer driver at epoch "
+                    f"{current} (last committed checkpoint: {last})"
+                )
+            done = tx.one(
+                "SELECT epoch, writes FROM ckpt_checkpoints WHERE job = ? AND checkpoint = ?",
+                (job_id, checkpoint_id),
+            )
+            if done is not None:
+                self._check_recommit(tx, job, job_id, checkpoint_id, ids, epoch, done)
+                return False
+            if last is not None and checkpoint_id <= last:
+                raise CheckpointError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: checkpoint "
+                    f"{last} is already committed and checkpoints commit in increasing order"
+                )
+            if base != last:
+                raise CheckpointError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: its writes were "
+                    f"made on top of checkpoint {base}, but the last committed one is {last}"
+                )
+            total_bytes = full_writes = 0
+            parents: dict[int, list[tuple[int, int, int]]] = {}  # op → (write, group, parent)
+            for chunk in _chunks(ids):
+                found = tx.all(
+                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full, w.op, "
+                    "w.key_group, w.parent FROM ckpt_writes w "
+                    "JOIN ckpt_operators o ON o.id = w.op "
+                    f"WHERE w.id IN ({_marks(len(chunk))})",
+                    list(chunk),
+                )
+                if len(found) != len(chunk):
+                    missing = set(chunk) - {r[0] for r in found}
+                    raise CheckpointError(
+                        f"checkpoint {checkpoint_id} of job {job!r} names writes that do not "
+                        f"exist (collected, or never written): {sorted(missing)[:5]}"
+                    )
+                for write_id, version, committed, owner, nbytes, full, op, group, parent in found:
+                    if owner != job_id or version != checkpoint_id or committed:
+                        raise CheckpointError(
+                            f"write {write_id} cannot be part of checkpoint {checkpoint_id} of "
+                            f"job {job!r}: it is version {version}"
+                            + (" and already committed" if committed else "")
+                            + ("" if owner == job_id else " of another job")
+                        )
+                    total_bytes += nbytes
+                    full_writes += full
+                    if parent is not None:
+                        parents.setdefault(int(op), []).append(
+                            (int(write_id), int(group), int(parent))
+                        )
+            self._check_parents(tx, job, checkpoint_id, base, parents)
+            self._fault("commit:mark")
+            for chunk in _chunks(ids):
+                tx.execute(
+                    f"UPDATE ckpt_writes SET committed = 1 WHERE id IN ({_marks(len(chunk))})",
+                    list(chunk),
+                )
+            tx.execute(
+                "UPDATE ckpt_jobs SET last_checkpoint = ? WHERE id = ?", (checkpoint_id, job_id)
+            )
+            tx.execute(
+                "INSERT INTO ckpt_checkpoints (job, checkpoint, committed_at, writes, bytes, "
+                "full_writes, base, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    checkpoint_id,
+                    time.time(),
+                    len(ids),
+                    total_bytes,
+                    full_writes,
+                    base,
+                    epoch,
+                ),
+            )
+            for name, p in sorted(parallelism.items()):
+                tx.execute(
+                    "UPDATE ckpt_operators SET parallelism = ? WHERE job = ? AND name = ?",
+                    (p, job_id, name),
+                )
+            self._fault("commit:end")
+            return True
+
+        return self._run(f"committing checkpoint {checkpoint_id} of {job}", work)
+
+    @staticmethod
+    def _check_recommit(
+        tx: Tx,
+        job: str,
+        job_id: int,
+        checkpoint_id: int,
+        ids: Sequence[int],
+        epoch: int,
+        done: tuple[Any, ...],
+    ) -> None:
+        """Accept committing a committed checkpoint again only with the very writes (and
+        epoch) that committed it; anything else lost the race to another writer."""
+        won_epoch, won_writes = int(done[0]), int(done[1])
+        mine: dict[int, tuple[int, int]] = {}
+        for chunk in _chunks(ids):
+            for wid, version, committed in tx.all(
+                "SELECT w.id, w.version, w.committed FROM ckpt_writes w JOIN ckpt_operators o "
+                f"ON o.id = w.op WHERE o.job = ? AND w.id IN ({_marks(len(chunk))})",
+                [job_id, *chunk],
+            ):
+                mine[int(wid)] = (int(version), int(committed))
+        same = (
+            won_epoch == epoch
+            and won_writes == len(ids)
+            and len(mine) == len(ids)
+            and all(v == (checkpoint_id, 1) for v in mine.values())
+        )
+        if same:
+            return
+        won = tx.all(
+            "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+            "WHERE o.job = ? AND w.version = ? AND w.committed = 1 AND w.attempt != ? "
+            "ORDER BY w.id LIMIT 5",
+            (job_id, checkpoint_id, COMPACTION),
+        )
+        lost = sorted(w for w, (_, c) in mine.items() if not c)[:5]
+        raise CheckpointConflictError(
+            f"checkpoint {checkpoint_id} of job {job!r} was already committed by another "
+            f"writer (epoch {won_epoch}, {won_writes} writes, first ids "
+            f"{[int(w) for (w,) in won]}); this commit (epoch {epoch}, {len(ids)} writes"
+            + (f", uncommitted ids {lost}" if lost else "")
+            + ") lost: restore from the committed checkpoint instead of building on it"
+        )
+
+    def _check_parents(
+        self,
+        tx: Tx,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        parents: Mapping[int, Sequence[tuple[int, int, int]]],
+    ) -> None:
+        """Refuse writes made on top of a state their key group does not hold as of
+        ``base``: each write's parent must be the key group's committed head (``0``: no
+        committed write), or the write a compaction head stands for."""
+        for op_id, written in parents.items():
+            heads: dict[int, tuple[int, str, int | None]] = {}  # key group → its head
+            if base is not None:
+                # Each written key group's head, found from the write by index seeks: one
+                # query per 500 writes, whatever the history of the key groups.
+                for chunk in _chunks([w for w, _, _ in written]):
+                    for group, wid, attempt, parent in tx.all(
+                        "SELECT w.key_group, h.id, h.attempt, h.parent FROM ckpt_writes w "
+                        "JOIN ckpt_writes h ON h.id = (SELECT x.id FROM ckpt_writes x "
+                        "WHERE x.op = w.op AND x.committed = 1 AND x.key_group = w.key_group "
+                        "AND x.version <= ? ORDER BY x.version DESC, x.id DESC LIMIT 1) "
+                        f"WHERE w.id IN ({_marks(len(chunk))})",
+                        [base, *chunk],
+                    ):
+                        heads[int(group)] = (int(wid), str(attempt), parent)
+            doubtful = [w for w in written if w[2] != heads.get(w[1], (0,))[0]]
+            if not doubtful:
+                continue
+            wanted = sorted({p for _, g, p in doubtful if p and p != heads.get(g, (0,))[0]})
+            compacted: dict[int, int | None] = {}
+            for chunk in _chunks(wanted):
+                for wid, parent in tx.all(
+                    f"SELECT id, parent FROM ckpt_writes WHERE attempt = ? AND id IN "
+                    f"({_marks(len(chunk))})",
+                    [COMPACTION, *chunk],
+                ):
+                    compacted[int(wid)] = parent
+            for write_id, group, parent in doubtful:
+                head = heads.get(group)
+                if head is None:
+                    if parent == 0:
+                        continue
+                    expected = "no state"
+                else:
+                    head_id, attempt, origin = head
+                    if parent == head_id:
+                        continue
+                    root = origin if attempt == COMPACTION else head_id
+                    if root is not None and compacted.get(parent, parent) == root:
+                        continue  # built on what the (newer) compaction head stands for
+                    expected = f"write {head_id}"
+                name = tx.one("SELECT name FROM ckpt_operators WHERE id = ?", (op_id,))
+                raise CheckpointConflictError(
+                    f"cannot commit checkpoint {checkpoint_id} of job {job!r}: write "
+                    f"{write_id} of key group {group} of operator "
+                    f"{name[0] if name else op_id!r} was made on top of "
+                    + (f"write {parent}" if parent else "no state")
+                    + f", but as of checkpoint {base} the committed state of that key group is "
+                    f"{expected} (its writer lost a commit to another driver and built on it)"
+                )
+
+    def fence(self, job: str) -> int:
+        def work(tx: Tx) -> int:
+            tx.execute(
+                "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
+            )
+            row = tx.one(
+                "UPDATE ckpt_jobs SET epoch = epoch + 1 WHERE name = ? RETURNING epoch", (job,)
+            )
+            assert row is not None
+            return int(row[0])
+
+        return self._run(f"fencing job {job!r}", work)
+
+    def epoch(self, job: str) -> int:
+        row = self._run(
+            "reading the writer epoch",
+            lambda tx: tx.one("SELECT epoch FROM ckpt_jobs WHERE name = ?", (job,)),
+            write=False,
+        )
+        return 0 if row is None else int(row[0])
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def last_checkpoint(self, job: str) -> int | None:
+        row = self._run(
+            "reading the last checkpoint",
+            lambda tx: tx.one("SELECT last_checkpoint FROM ckpt_jobs WHERE name = ?", (job,)),
+            write=False,
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
+    def checkpoints(self, job: str) -> list[CheckpointInfo]:
+        rows = self._run(
+            "listing checkpoints",
+            lambda tx: tx.all(
+                "SELECT c.checkpoint, c.committed_at, c.writes, c.bytes, c.full_writes, c.base "
+                "FROM ckpt_checkpoints c JOIN ckpt_jobs j ON j.id = c.job WHERE j.name = ? "
+                "ORDER BY c.checkpoint",
+                (job,),
+            ),
+            write=False,
+        )
+        return [CheckpointInfo(*row) for row in rows]
+
+    def _chains_tx(
+        self, tx: Tx, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        op_id = self._operator_id(tx, job, operator)
+        rows = tx.all(
+            "SELECT w.id, w.key_group, w.version, w.is_full, w.bytes, w.rows, s.path, "
+            "w.seg_offset, w.seg_length FROM ckpt_writes w "
+            "LEFT JOIN ckpt_segments s ON s.id = w.segment WHERE w.op = ? AND w.committed = 1 "
+            "AND w.key_group >= ? AND w.key_group < ? AND w.version <= ? "
+            "ORDER BY w.key_group, w.version, w.id",
+            (op_id, key_groups.start, key_groups.stop, as_of),
+        )
+        chains: dict[int, list[WriteInfo]] = {}
+        for wid, key_group, version, full, nbytes, count, segment, offset, length in rows:
+            info = WriteInfo(
+                wid,
+                key_group,
+                version,
+                bool(full),
+                nbytes,
+                count,
+                segment,
+                offset or 0,
+                length or 0,
+            )
+            if full:
+                chains[key_group] = [info]
+            else:
+                chains.setdefault(key_group, []).append(info)
+        return chains
+
+    def chains(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, list[WriteInfo]]:
+        return self._run(
+            "reading restore chains",
+            lambda tx: self._chains_tx(tx, job, operator, key_groups, as_of),
+            write=False,
+        )
+
+    def _parts_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
+        """The edits of each write, in order, verified (module docstring): three queries per
+        500 writes, not per write; table names come from the cache of interned ids.
+        ``where`` names the job and operator in errors."""
+        for info in writes:
+            if info.segment is not None:
+                raise StorageError(
+                    f"write {info.write_id} is stored in segment {info.segment!r}, not in the "
+                    "catalog; read it through the segment storage"
+                )
+        truncated: dict[int, dict[Any, bool]] = {w.write_id: {} for w in writes}
+        rows: dict[int, list[tuple[Any, bytes, bytes | None]]] = {w.write_id: [] for w in writes}
+        stored: dict[int, tuple[int, int | None]] = {}
+        ids = list(truncated)
+        for chunk in _chunks(ids):
+            marks = _marks(len(chunk))
+            for wid, count, digest in tx.all(
+                f"SELECT id, rows, digest FROM ckpt_writes WHERE id IN ({marks})", list(chunk)
+            ):
+                stored[int(wid)] = (int(count), None if digest is None else int(digest))
+            for write, tbl in tx.all(
+                f"SELECT write, tbl FROM ckpt_truncates WHERE write IN ({marks})", list(chunk)
+            ):
+                truncated[write][tbl] = True
+            for write, tbl, key, value in tx.all(
+                f"SELECT write, tbl, key, value FROM ckpt_rows WHERE write IN ({marks})",
+                list(chunk),
+            ):
+                rows[write].append((tbl, key, value))
+        names = self._names_by_id
+        used = {t for r in rows.values() for t, _, _ in r} | {
+            t for x in truncated.values() for t in x
+        }
+        missing = sorted(used - names.keys())
+        for chunk in _chunks(missing):
+            for tid, name in tx.all(
+                f"SELECT id, name FROM ckpt_tables WHERE id IN ({_marks(len(chunk))})",
+                list(chunk),
+            ):
+                names[int(tid)] = name
+        parts: list[Part] = []
+        for w in writes:
+            what = (
+                f"{where}key group {w.key_group} checkpoint {w.version} (write {w.write_id}) "
+                f"in {self!r}"
+            )
+            if w.write_id not in stored:
+                raise CorruptStateError(f"{what}: the write is missing from the catalog")
+            count, digest = stored[w.write_id]
+            write_rows, dropped = rows[w.write_id], truncated[w.write_id]
+            unknown = sorted({t for t, _, _ in write_rows} | set(dropped)) if missing else []
+            unknown = [t for t in unknown if t not in names]
+            if unknown:
+                raise CorruptStateError(
+                    f"{what}: table ids {unknown[:5]} have no name in ckpt_tables"
+                )
+            part_rows = [(names[t], k, v) for t, k, v in write_rows]
+            part_dropped = [names[t] for t in dropped]
+            if len(part_rows) + len(part_dropped) != count:
+                raise CorruptStateError(
+                    f"{what}: the write has {count} rows but the catalog holds "
+                    f"{len(part_rows) + len(part_dropped)} (rows missing or added)"
+                )
+            if digest is not None and write_digest(part_rows, part_dropped) != digest:
+                raise CorruptStateError(f"{what}: the write's rows fail their digest")
+            parts.append(({name: True for name in part_dropped}, part_rows))
+        return parts
+
+    def _check_complete(
+        self, tx: Tx, job: str, operator: str, chains: Mapping[int, Sequence[WriteInfo]], as_of: int
+    ) -> None:
+        """Raise :class:`CorruptStateError` when a checkpoint a chain spans lost a write: each
+        retained checkpoint after the oldest one (whose writes retention may have replaced
+        by a compaction) still holds as many committed writes as it committed."""
+        if not chains:
+            return
+        start = min(writes[0].version for writes in chains.values())
+        # Committed checkpoints do not change (retention removes writes only at or before
+        # the oldest retained one, which is not checked): a range checked once is skipped.
+        checked = self._complete.setdefault(job, [])
+        if any(lo <= start and as_of <= hi for lo, hi in checked):
+            return
+        counts = tx.all(
+            "SELECT c.checkpoint, c.writes FROM ckpt_checkpoints c JOIN ckpt_jobs j ON "
+            "j.id = c.job WHERE j.name = ? AND c.checkpoint > ? AND c.checkpoint <= ? AND "
+            "c.checkpoint > (SELECT MIN(m.checkpoint) FROM ckpt_checkpoints m WHERE m.job = c.job)",
+            (job, start, as_of),
+        )
+        if not counts:
+            return
+        found = dict(
+            tx.all(
+                "SELECT w.version, COUNT(*) FROM ckpt_writes w JOIN ckpt_operators o ON "
+                "o.id = w.op JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? AND "
+                "w.committed = 1 AND w.attempt <> 'compaction' AND w.version > ? AND "
+                "w.version <= ? GROUP BY w.version",
+                (job, start, as_of),
+            )
+        )
+        for checkpoint, expected in counts:
+            held = int(found.get(checkpoint, 0))
+            if held != int(expected):
+                groups = sorted(chains)
+                raise CorruptStateError(
+                    f"job {job!r} operator {operator!r} key groups {groups[0]}..{groups[-1]} "
+                    f"checkpoint {checkpoint} in {self!r}: the checkpoint committed {expected} "
+                    f"writes but the catalog holds {held} (a write is missing: restore chains "
+                    "would have a gap)"
+                )
+        checked.append((start, as_of))
+        del checked[:-64]
+
+    def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
+        """The stored edits of each write (from rows in the database), in order, verified."""
+        return self._run("reading state", lambda tx: self._parts_tx(tx, writes, where), write=False)
+
+    def read(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, dict[bytes, bytes]]:
+        return materialize(self.read_parts(writes, f"job {job!r} operator {operator!r} "))
+
+    def load_catalog(
+        self,
+        job: str,
+        operator: str,
+        key_groups: range,
+        as_of: int,
+        with_rows: bool = True,
+    ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
+        """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
+        from one snapshot of the database, verified (module docstring)."""
+
+        def work(tx: Tx) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
+            chains = self._chains_tx(tx, job, operator, key_groups, as_of)
+            self._check_complete(tx, job, operator, chains, as_of)
+            if not with_rows:
+                return {key_group: (writes, None) for key_group, writes in chains.items()}
+            everything = [w for writes in chains.values() for w in writes]
+            parts = iter(self._parts_tx(tx, everything, f"job {job!r} operator {operator!r} "))
+            return {
+                key_group: (writes, [next(parts) for _ in writes])
+                for key_group, writes in chains.items()
+            }
+
+        return self._run("restoring state", work, write=False)
+
+    def load(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        loaded = self.load_catalog(job, operator, key_groups, as_of)
+        return {
+            key_group: (writes, materialize(parts or []))
+            for key_group, (writes, parts) in loaded.items()
+        }
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def retain(self, job: str, keep_last: int) -> RetentionStats:
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1, not {keep_last}")
+
+        def work(tx: Tx) -> RetentionStats:
+            stats = RetentionStats()
+            job_id = self._job_id(tx, job)
+            if job_id is None:
+                raise CheckpointError(f"job {job!r} does not exist")
+            kept = [
+                c
+                for (c,) in tx.all(
+                    "SELECT checkpoint FROM ckpt_checkpoints WHERE job = ? "
+                    "ORDER BY checkpoint DESC LIMIT ?",
+                    (job_id, keep_last),
+                )
+            ]
+            stats.kept = sorted(kept)
+            if not kept:
+                return stats
+            oldest, last = min(kept), max(kept)
+            stats.checkpoints_dropped = tx.execute(
+                "DELETE FROM ckpt_checkpoints WHERE job = ? AND checkpoint < ?",
+                (job_id, oldest),
+            ).rowcount
+            # Per key group, the chain of the oldest retained checkpoint starts at its newest
+            # full write at or before it; every write before that one, in (version, id)
+            # order, is unreachable (a compacted write follows the write of its version).
+            doomed = [
+                wid
+                for (wid,) in tx.all(
+                    "WITH fulls AS ("
+                    "  SELECT f.op, f.key_group, MAX(f.version) AS v FROM ckpt_writes f "
+                    "  JOIN ckpt_operators o ON o.id = f.op WHERE o.job = ? AND f.committed = 1 "
+                    "  AND f.is_full = 1 AND f.version <= ? GROUP BY f.op, f.key_group"
+                    "), newest AS ("
+                    "  SELECT f.op, f.key_group, f.version, MAX(f.id) AS id FROM ckpt_writes f "
+                    "  JOIN fulls u ON f.op = u.op AND f.key_group = u.key_group "
+                    "  AND f.version = u.v WHERE f.committed = 1 AND f.is_full = 1 "
+                    "  GROUP BY f.op, f.key_group, f.version"
+                    ") "
+                    "SELECT w.id FROM ckpt_writes w JOIN newest n ON w.op = n.op "
+                    "AND w.key_group = n.key_group WHERE w.committed = 1 "
+                    "AND (w.version < n.version OR (w.version = n.version AND w.id < n.id))",
+                    (job_id, oldest),
+                )
+            ]
+            stats.writes_removed = len(doomed)
+            pending = [
+                wid
+                for (wid,) in tx.all(
+                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+                    "WHERE o.job = ? AND w.committed = 0 AND w.version <= ?",
+                    (job_id, last),
+                )
+            ]
+            stats.pending_removed = len(pending)
+            for chunk in _chunks(doomed + pending):
+                marks = _marks(len(chunk))
+                stats.rows_removed += tx.execute(
+                    f"DELETE FROM ckpt_rows WHERE write IN ({marks})", list(chunk)
+                ).rowcount
+                tx.execute(f"DELETE FROM ckpt_truncates WHERE write IN ({marks})", list(chunk))
+                tx.execute(f"DELETE FROM ckpt_writes WHERE id IN ({marks})", list(chunk))
+            return stats
+
+        return self._run(f"retention of job {job!r}", work)
+
+    def storage_bytes(self) -> int:
+        """Bytes of rows stored in the database (keys, values and row overhead), all jobs."""
+        row = self._run(
+            "measuring storage",
+            lambda tx: tx.one(
+                "SELECT COALESCE(SUM(LENGTH(key) + COALESCE(LENGTH(value), 0)), 0), COUNT(*) "
+                "FROM ckpt_rows"
+            ),
+            write=False,
+        )
+        assert row is not None
+        return int(row[0]) + int(row[1]) * ROW_OVERHEAD
+
+    def write_summary(self, job: str) -> list[WriteSummary]:
+        rows = self._run(
+            "summarising writes",
+            lambda tx: tx.all(
+                "SELECT o.name, w.version, w.committed, w.is_full, COUNT(*), SUM(w.bytes), "
+                "SUM(w.rows) FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+                "JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? "
+                "GROUP BY o.name, w.version, w.committed, w.is_full "
+                "ORDER BY w.version, o.name, w.committed, w.is_full",
+                (job,),
+            ),
+            write=False,
+        )
+        return [
+            WriteSummary(name, int(v), bool(c), bool(f), int(n), int(b), int(r))
+            for name, v, c, f, n, b, r in rows
+        ]
+
+    def writes_committed(self, write_ids: Sequence[int]) -> bool:
+        """Whether every one of ``write_ids`` exists and is committed."""
+        ids = sorted(set(write_ids))
+
+        def work(tx: Tx) -> bool:
+            for chunk in _chunks(ids):
+                row = tx.one(
+                    f"SELECT COUNT(*) FROM ckpt_writes WHERE committed = 1 AND id IN "
+                    f"({_marks(len(chunk))})",
+                    list(chunk),
+                )
+                if row is None or int(row[0]) != len(chunk):
+                    return False
+            return True
+
+        return self._run("checking writes", work, write=False)

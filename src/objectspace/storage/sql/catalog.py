@@ -1,0 +1,108 @@
+"""The catalog interface that segment storage needs on top of the :class:`Backend` contract.
+
+Segment files keep their blocks in files and their references in a catalog: the catalog is
+a versioned backend that also records segment files (reserve, register, read, two-phase
+garbage collection). :class:`~objectspace.storage.sql.SQLBackend` implements it for SQLite
+and PostgreSQL; the segment backend uses a catalog only through this interface.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+
+from objectspace.storage.contract import Backend, WriteInfo
+
+__all__ = ["Part", "SegmentCatalog", "SegmentEntry"]
+
+Part = tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]
+"""One write's edits: the tables it deleted, and its rows (``None`` value: a delete)."""
+
+SegmentEntry = tuple[int, bool, int, int, int, int]
+"""A key group's part of a segment file: (key group, full, bytes, rows, offset, length)."""
+
+
+class SegmentCatalog(Backend):
+    """A versioned backend that also records the segment files of a segment storage."""
+
+    url: str
+    fault_hook: Callable[[str], None] | None
+
+    @abstractmethod
+    def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
+        """Record a segment path before its file is written, so no file escapes the GC;
+        intern ``names`` (the block's table folders) in the same transaction. Returns the
+        segment's id and the names' ids."""
+
+    @abstractmethod
+    def table_names(self, ids: Sequence[int]) -> dict[int, str]:
+        """Names of interned table ids (ids never change once committed: cached)."""
+
+    @abstractmethod
+    def register_segment(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        segment: tuple[int, str],
+        size: int,
+        entries: Sequence[SegmentEntry],
+        *,
+        committed: bool = False,
+        parents: Sequence[int | None] | None = None,
+    ) -> list[WriteInfo]:
+        """Record a published segment's blocks as writes (pending unless ``committed``);
+        ``segment`` is the (id, path) :meth:`reserve_segment` gave; ``parents``, per entry,
+        the write its edits were made on top of (see :class:`PendingPart`)."""
+
+    @abstractmethod
+    def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
+        """The stored edits of each write (from rows in the database), in order, verified."""
+
+    @abstractmethod
+    def load_catalog(
+        self,
+        job: str,
+        operator: str,
+        key_groups: range,
+        as_of: int,
+        with_rows: bool = True,
+    ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
+        """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
+        from one snapshot of the database, verified (module docstring)."""
+
+    @abstractmethod
+    def stamp_unreferenced(self, now: float | None = None) -> int:
+        """GC phase one: stamp segment files that no write references any more."""
+
+    @abstractmethod
+    def collectable_segments(self, grace_seconds: float, now: float | None = None) -> list[str]:
+        """GC phase two: segments stamped more than ``grace_seconds`` ago and still
+        unreferenced."""
+
+    @abstractmethod
+    def forget_segment(self, path: str) -> bool:
+        """Move a collectable segment from the catalog to the GC's trash, unless a write
+        references it again (then the file stays)."""
+
+    @abstractmethod
+    def trashed_segments(self) -> list[tuple[str, int]]:
+        """Segments forgotten by a GC pass whose file may not be deleted yet: (path, bytes)."""
+
+    @abstractmethod
+    def segment_deleted(self, path: str) -> None:
+        """The GC deleted the file of a forgotten segment: drop it from the trash."""
+
+    @abstractmethod
+    def relative_segment_paths(self, relative: Callable[[str], str]) -> int:
+        """Rewrite segment paths stored by older versions (absolute) with ``relative``, once
+        per catalog (marked in ``ckpt_meta``); returns how many paths changed."""
+
+    @abstractmethod
+    def referenced_segments(self) -> set[str]:
+        """Paths of segments that at least one write references."""
+
+    @abstractmethod
+    def segments(self) -> list[tuple[str, int, float | None]]:
+        """Every known segment file: (path, bytes, stamped time or None)."""

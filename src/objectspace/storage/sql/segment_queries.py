@@ -1,0 +1,157 @@
+"""The SQL of segment file references and their two-phase garbage collection.
+
+The part of :class:`~objectspace.storage.sql.SQLBackend` that only segment storage uses
+(:class:`~objectspace.storage.sql.catalog.SegmentCatalog`): which segment files exist, which
+writes reference them, stamping the unreferenced ones, and the trash a GC pass empties.
+Reserving and registering a segment's writes stay with the writing code in ``base``.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from objectspace.storage.sql.catalog import SegmentCatalog
+
+if TYPE_CHECKING:
+    from objectspace.storage.sql.base import Tx
+
+__all__ = ["SegmentQueries"]
+
+_R = TypeVar("_R")
+
+
+class SegmentQueries(SegmentCatalog):
+    """Segment file records and garbage collection in the SQL catalog (dialect-neutral SQL
+    with ``?`` parameters, run through :meth:`_run`)."""
+
+    @abstractmethod
+    def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
+        """Run ``work`` in one transaction (a dialect provides it)."""
+
+    def stamp_unreferenced(self, now: float | None = None) -> int:
+        """GC phase one: stamp segment files that no write references any more."""
+        when = time.time() if now is None else now
+        return int(
+            self._run(
+                "stamping unreferenced segments",
+                lambda tx: (
+                    tx.execute(
+                        "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND NOT EXISTS "
+                        "(SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
+                        (when,),
+                    ).rowcount
+                ),
+            )
+        )
+
+    def collectable_segments(self, grace_seconds: float, now: float | None = None) -> list[str]:
+        """GC phase two: segments stamped more than ``grace_seconds`` ago and still
+        unreferenced."""
+        cutoff = (time.time() if now is None else now) - grace_seconds
+        rows = self._run(
+            "listing collectable segments",
+            lambda tx: tx.all(
+                "SELECT path FROM ckpt_segments s WHERE stamped IS NOT NULL AND stamped <= ? "
+                "AND NOT EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = s.id) "
+                "ORDER BY path",
+                (cutoff,),
+            ),
+            write=False,
+        )
+        return [path for (path,) in rows]
+
+    def forget_segment(self, path: str) -> bool:
+        """Move a collectable segment from the catalog to the GC's trash, unless a write
+        references it again (then the file stays).
+
+        The trash row outlives a GC pass that dies before it deletes the file: the next
+        pass deletes the file and only then empties the row (:meth:`trashed_segments`,
+        :meth:`segment_deleted`). The segment row itself is gone, so a writer that still
+        held its reservation can no longer register it.
+        """
+
+        def work(tx: Tx) -> bool:
+            row = tx.one(
+                "SELECT bytes FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
+                "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
+                (path,),
+            )
+            if row is None:
+                return False
+            tx.execute("DELETE FROM ckpt_segments WHERE path = ?", (path,))
+            tx.execute(
+                "INSERT INTO ckpt_gc_trash (path, bytes, since) VALUES (?, ?, ?) "
+                "ON CONFLICT (path) DO NOTHING",
+                (path, int(row[0]), time.time()),
+            )
+            return True
+
+        return bool(self._run(f"forgetting segment {path}", work))
+
+    def trashed_segments(self) -> list[tuple[str, int]]:
+        """Segments forgotten by a GC pass whose file may not be deleted yet: (path, bytes)."""
+        rows = self._run(
+            "listing forgotten segments",
+            lambda tx: tx.all("SELECT path, bytes FROM ckpt_gc_trash ORDER BY path"),
+            write=False,
+        )
+        return [(path, int(nbytes)) for path, nbytes in rows]
+
+    def segment_deleted(self, path: str) -> None:
+        """The GC deleted the file of a forgotten segment: drop it from the trash."""
+        self._run(
+            f"emptying segment {path} from the trash",
+            lambda tx: tx.execute("DELETE FROM ckpt_gc_trash WHERE path = ?", (path,)),
+        )
+
+    def relative_segment_paths(self, relative: Callable[[str], str]) -> int:
+        """Rewrite segment paths stored by older versions (absolute) with ``relative``, once
+        per catalog (marked in ``ckpt_meta``); returns how many paths changed."""
+
+        def done(tx: Tx) -> bool:
+            return tx.one("SELECT 1 FROM ckpt_meta WHERE name = 'segment_paths'") is not None
+
+        if self._run("reading segment path style", done, write=False):
+            return 0
+
+        def work(tx: Tx) -> int:
+            if done(tx):
+                return 0
+            changed = 0
+            for segment_id, path in tx.all("SELECT id, path FROM ckpt_segments ORDER BY id"):
+                new = relative(path)
+                if new != path:
+                    tx.execute("UPDATE ckpt_segments SET path = ? WHERE id = ?", (new, segment_id))
+                    changed += 1
+            tx.execute(
+                "INSERT INTO ckpt_meta VALUES ('segment_paths', 'relative') "
+                "ON CONFLICT (name) DO NOTHING"
+            )
+            return changed
+
+        return int(self._run("making segment paths relative to the storage root", work))
+
+    def referenced_segments(self) -> set[str]:
+        """Paths of segments that at least one write references."""
+        rows = self._run(
+            "listing referenced segments",
+            lambda tx: tx.all(
+                "SELECT DISTINCT s.path FROM ckpt_writes w JOIN ckpt_segments s ON s.id = w.segment"
+            ),
+            write=False,
+        )
+        return {path for (path,) in rows}
+
+    def segments(self) -> list[tuple[str, int, float | None]]:
+        """Every known segment file: (path, bytes, stamped time or None)."""
+        return [
+            (p, int(b), s)
+            for p, b, s in self._run(
+                "listing segments",
+                lambda tx: tx.all("SELECT path, bytes, stamped FROM ckpt_segments ORDER BY path"),
+                write=False,
+            )
+        ]

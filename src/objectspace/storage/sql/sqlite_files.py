@@ -1,0 +1,154 @@
+"""Opening SQLite files: the checks and connection settings shared by every SQLite user.
+
+:func:`check_sqlite_file` refuses a file that is not SQLite or holds another kind of
+objectspace data; :func:`connect_sqlite` opens a connection in WAL mode with the project's
+page size and cache. Used by the ``sqlite:///`` backend and by :class:`~objectspace.SQLiteStore`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from objectspace.errors import StorageError
+
+__all__ = ["PAGE_SIZE", "check_sqlite_file", "connect_sqlite"]
+
+
+PAGE_SIZE = 8192
+_WAL_BYTES = 4 * 1024 * 1024
+_CACHE_KIB = 32 * 1024
+
+
+_HEADER = b"SQLite format 3\x00"
+# The first table of each kind of objectspace SQLite file, and what that kind is called.
+_KINDS = {"space_meta": "an objectspace store (SQLiteStore)", "ckpt_meta": "objectspace storage"}
+
+
+def check_sqlite_file(path: str, marker: str) -> None:
+    """Refuse, without changing it, a file that objectspace must not open as the SQLite file
+    whose first table is ``marker`` (``space_meta``: a :class:`SQLiteStore`; ``ckpt_meta``:
+    versioned storage or a segment catalog).
+
+    A missing path or an empty file is created; a file holding ``marker`` is opened; a
+    SQLite database without tables (a creation that stopped early) is initialised. Anything
+    else (another application's database, a file that is not SQLite) raises
+    :class:`~objectspace.StorageError` naming the file, which stays byte for byte as it was:
+    no table is added and its journal mode is not switched to WAL.
+    """
+    want = _KINDS[marker]
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
+    if stat.st_size == 0:
+        return
+    # Checked once per process and file: the check opens and closes the file, and closing
+    # any descriptor of a file drops every POSIX lock this process holds on it, including
+    # those of a live SQLite connection to it (a second storage object opening a file this
+    # process uses already would let another process reset the WAL under that connection).
+    identity = (stat.st_dev, stat.st_ino, marker)
+    if identity in _CHECKED:
+        return
+    _check_file(path, marker, want)
+    _CHECKED.add(identity)
+
+
+# Files (device, inode, marker) that passed check_sqlite_file in this process.
+_CHECKED: set[tuple[int, int, str]] = set()
+
+
+def _check_file(path: str, marker: str, want: str) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
+    if head != _HEADER:
+        raise StorageError(
+            f"{path!r} is not a SQLite database, so not {want}; objectspace leaves it unchanged "
+            "(give a new path, or an empty file, to create one)"
+        )
+    try:
+        # Without a WAL beside it, read the file as immutable: no lock, and no -wal/-shm
+        # files created. With one (a WAL database in use), read through it: the schema may
+        # not be in the main file yet, and the -shm file is there already.
+        try:
+            wal = os.path.getsize(path + "-wal") > 0
+        except OSError:
+            wal = False
+        mode = "?mode=ro" if wal else "?mode=ro&immutable=1"
+        conn = sqlite3.connect(Path(path).absolute().as_uri() + mode, uri=True)
+        try:
+            tables = {
+                name
+                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {path!r} as {want}: {exc}") from exc
+    if not tables or marker in tables:
+        return
+    other = next((kind for name, kind in _KINDS.items() if name in tables), None)
+    what = (
+        other
+        or f"a SQLite database of another application (tables: {', '.join(sorted(tables)[:5])})"
+    )
+    raise StorageError(
+        f"{path!r} is {what}, not {want}; objectspace leaves it unchanged "
+        "(give a new path, or an empty file, to create one)"
+    )
+
+
+def _enable_wal(conn: sqlite3.Connection, seconds: float = 60.0) -> None:
+    """Switch to WAL unless the file is in WAL already. Switching can fail with "database is
+    locked" at once, without SQLite's busy wait, while another process writes: retry."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def connect_sqlite(
+    path: str, *, synchronous: str = "NORMAL", page_size: int = PAGE_SIZE
+) -> sqlite3.Connection:
+    """Open ``path`` in WAL mode for one writer and concurrent readers.
+
+    ``synchronous=NORMAL`` keeps every committed transaction across a process crash; only an
+    operating-system crash or power loss can lose the last commits (never corrupt the file).
+    Pass ``"FULL"`` to survive those too, at the cost of an fsync per commit. ``page_size``
+    applies to a database created by this call; an existing file keeps its own.
+    """
+    if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+        raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise StorageError(f"cannot open SQLite store {path!r}: folder {parent!r} does not exist")
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        conn.execute(f"PRAGMA page_size={int(page_size)}")  # before WAL fixes the layout
+        _enable_wal(conn)
+        conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        # Copy the WAL back into the database once it holds ~4 MiB, whatever the file's page
+        # size (SQLite's default is 1,000 pages: 4 MiB only with 4 KiB pages).
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint={max(1, _WAL_BYTES // int(size))}")
+        # A checkpoint touches pages all over the file: keep them cached between commits
+        # (SQLite's default cache is 2 MB; this is an upper bound, used only as needed).
+        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot open SQLite store {path!r}: {exc}") from exc
+    return conn

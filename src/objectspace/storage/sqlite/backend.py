@@ -1,0 +1,162 @@
+"""Versioned checkpoint storage in SQLite: ``sqlite:///path`` and ``memory://name``.
+
+Writes are serialised by SQLite (``BEGIN IMMEDIATE``, WAL, a generous busy timeout), so
+several processes, such as Spark tasks on one machine, can share one file. ``memory://``
+is the same schema in an in-process SQLite database, shared by every backend object of
+that name in the process (a pickled copy in another process starts empty).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from objectspace.errors import StorageError
+from objectspace.storage import forks
+from objectspace.storage.sql.base import SQLBackend, Tx
+from objectspace.storage.sql.schema import SQLITE_SCHEMA
+from objectspace.storage.sql.sqlite_files import check_sqlite_file, connect_sqlite
+
+__all__ = ["SQLiteBackend"]
+
+_R = TypeVar("_R")
+
+
+_MEMORY: dict[str, tuple[sqlite3.Connection, threading.RLock]] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def _reset_memory_locks() -> None:
+    """In a forked child (which has a copy of every ``memory://`` database): locks that
+    another thread of the parent held at the fork would never be released."""
+    global _MEMORY_LOCK
+    _MEMORY_LOCK = threading.Lock()
+    for name, (conn, _) in list(_MEMORY.items()):
+        _MEMORY[name] = (conn, threading.RLock())
+
+
+forks.on_fork_in_child(_reset_memory_locks)
+
+
+class _SQLiteTx:
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
+
+
+class SQLiteBackend(SQLBackend):
+    """Checkpoint storage in one SQLite database (a file, or ``memory://`` in-process)."""
+
+    def __init__(self, path: str | None, *, memory_name: str | None = None) -> None:
+        super().__init__()
+        if (path is None) == (memory_name is None):
+            raise ValueError("give exactly one of a path or a memory name")
+        self.path = os.path.abspath(path) if path is not None else None
+        self.memory_name = memory_name
+        self.url = f"sqlite:///{self.path}" if self.path else f"memory://{memory_name}"
+        self._conn: sqlite3.Connection | None = None
+        self._lock: threading.RLock = threading.RLock()
+        if memory_name is not None:
+            with _MEMORY_LOCK:
+                entry = _MEMORY.get(memory_name)
+                if entry is None:
+                    conn = sqlite3.connect(
+                        ":memory:", isolation_level=None, check_same_thread=False
+                    )
+                    self._init_schema(conn)
+                    entry = _MEMORY[memory_name] = (conn, threading.RLock())
+            self._conn, self._lock = entry
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: never use the parent's SQLite connection (nor close it, which
+        could release the parent's locks); the next use opens the child's own."""
+        if self.memory_name is not None:
+            self._conn, self._lock = _MEMORY[self.memory_name]
+            return
+        if self._conn is not None:
+            forks.abandon(self._conn)
+        self._conn = None
+        self._lock = threading.RLock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "memory_name": self.memory_name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], memory_name=state["memory_name"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self.url!r})"
+
+    def _columns(self, tx: Tx, table: str) -> set[str]:
+        return {str(row[1]) for row in tx.all(f"PRAGMA table_info({table})")}
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.executescript(SQLITE_SCHEMA)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(ckpt_writes)")}
+                if "digest" not in columns:  # a store written before digests: NULL, unverified
+                    conn.execute("ALTER TABLE ckpt_writes ADD COLUMN digest INTEGER")
+                self._check_schema(_SQLiteTx(conn))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open checkpoint storage {self.url!r}: {exc}") from exc
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            assert self.path is not None
+            check_sqlite_file(self.path, "ckpt_meta")
+            conn = connect_sqlite(self.path)
+            try:
+                self._init_schema(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self.memory_name is None:
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = None
+            self._table_ids = {}
+
+    def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
+        with self._lock:
+            conn = self.connection
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = work(_SQLiteTx(conn))
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StorageError(f"{what} failed in {self.url!r}: {exc}") from exc
+                raise
+            return result

@@ -1,0 +1,130 @@
+"""The package layout: old module paths keep working (with a DeprecationWarning), each
+backend is imported only when its URL scheme is opened, and the lower layers import neither
+pyspark nor rich nor argparse."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import objectspace as osp
+from objectspace.storage import open_backend
+
+SHIMS = {
+    "objectspace.storage.base": {
+        "CheckpointKind": "objectspace.tables",
+        "DELETED": "objectspace.tables",
+        "StateWriter": "objectspace.tables",
+        "Store": "objectspace.stores",
+    },
+    "objectspace.storage.versioned": {"Backend": "objectspace.storage.contract"},
+    "objectspace.storage.memory": {"MemoryStore": "objectspace.stores"},
+    "objectspace.storage.sqlite_backend": {"SQLiteBackend": "objectspace.storage.sqlite"},
+    "objectspace.storage.postgres_backend": {"PostgresBackend": "objectspace.storage.postgresql"},
+    "objectspace.spark_state": {"read_state": "objectspace.spark"},
+    "objectspace.spark_demo": {"run_spark_demo": "objectspace.demo.spark"},
+    "objectspace.plots": {"draw_benchmarks": "objectspace.demo.plots"},
+}
+
+
+@pytest.mark.parametrize("old", sorted(SHIMS))
+def test_old_module_warns_and_reexports(old: str) -> None:
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=old.replace(".", r"\.")):
+        module = importlib.import_module(old)
+    for name, home in SHIMS[old].items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), name)
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "home"),
+    [
+        ("objectspace.storage", "SQLiteStore", "objectspace.stores"),
+        ("objectspace.storage", "WriterStatus", "objectspace.tables"),
+        ("objectspace.storage.sqlite", "SQLiteStore", "objectspace.stores"),
+        ("objectspace.storage.sqlite", "connect_sqlite", "objectspace.storage.sql.sqlite_files"),
+        ("objectspace.inspection", "render_inspect", "objectspace.cli.render"),
+    ],
+)
+def test_moved_name_warns_and_resolves(package: str, name: str, home: str) -> None:
+    module = importlib.import_module(package)
+    vars(module).pop(name, None)
+    with pytest.warns(DeprecationWarning, match=name):
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(home), name)
+    assert not hasattr(module, "no_such_name")
+
+
+def test_new_homes_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from objectspace.inspection import open_existing  # noqa: F401
+        from objectspace.spark import read_state  # noqa: F401
+        from objectspace.storage import Backend, redact_url  # noqa: F401
+        from objectspace.stores import MemoryStore, SQLiteStore, Store  # noqa: F401
+        from objectspace.tables import DELETED, CheckpointKind, StateWriter  # noqa: F401
+    assert osp.Store is Store and osp.SQLiteStore is SQLiteStore
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "extra"),
+    [
+        ("postgresql://user@localhost:1/db", "objectspace.storage.postgresql", "postgresql"),
+        ("file:///tmp/x?catalog=memory%3A%2F%2Fc", "objectspace.storage.segments", "segments"),
+    ],
+)
+def test_missing_extra_is_a_storage_error_naming_it(
+    url: str, module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # as if its dependency were not installed
+    with pytest.raises(osp.StorageError, match=rf"pip install 'objectspace\[{extra}\]'"):
+        open_backend(url)
+
+
+def test_lower_layers_import_no_spark_rich_or_argparse() -> None:
+    code = (
+        "import sys, objectspace, objectspace.checkpoint, objectspace.operators, "
+        "objectspace.inspection, objectspace.storage.sqlite\n"
+        "objectspace.open_storage('memory://layout').close()\n"
+        "print(sorted(m for m in ('pyspark', 'rich', 'argparse', 'psycopg', 'fsspec') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_public_members_that_replace_private_reach_ins() -> None:
+    """ObjectSpace.get_as (operators), PersistedObject.space (inspection) and
+    Instance.pending_save (the Spark task) are public and behave as the private names did."""
+    space = osp.ObjectSpace()
+    lst = space.create_list("l")
+    assert space.get_as("l", osp.PersistedList) is lst
+    with pytest.raises(osp.WrongKindError, match="'l' is a List, not a Value"):
+        space.get_as("l", osp.PersistedValue)
+    with pytest.raises(KeyError):
+        space.get_as("missing", osp.PersistedList)
+    assert lst.space is space
+    space.delete("l")
+    assert lst.space is None
+
+    storage = osp.open_storage("memory://layout-pending-save")
+    try:
+        job = storage.job("j")
+        instance = job.operator("o", max_key_groups=4).instance(0, 1)
+        assert instance.pending_save is None
+        instance.space_for_key("k").create_value("v", 1)
+        receipt = instance.save(1)
+        pending = instance.pending_save
+        assert pending is not None and pending[0] == 1
+        assert [(w.key_group, w.write_id) for w in pending[1]] == list(receipt.writes)
+        assert job.commit(1, [receipt])
+        instance.on_saved()
+        assert instance.pending_save is None
+    finally:
+        storage.close()
