@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import itertools
 import os
-import urllib.parse
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from servers import PostgresServer, S3Server, start_postgres, start_s3
+from tests.support.servers import PostgresServer, S3Server, start_postgres, start_s3
+from tests.support.storage import segment_url
 
 _names = itertools.count()
 
@@ -54,12 +54,6 @@ def s3_bucket(s3_server: S3Server) -> str:
     )
     fs.mkdir(name)
     return name
-
-
-def segment_url(root: str, catalog: str, **options: str) -> str:
-    """A segment-storage URL: ``root`` with ``catalog`` (and options) in its query."""
-    query = urllib.parse.urlencode({"catalog": catalog, **options})
-    return f"{root}?{query}"
 
 
 StorageFactory = Callable[[], str]

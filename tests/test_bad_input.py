@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import objectspace as osp
-from conftest import segment_url
 from objectspace.keygroups import MAX_KEY_GROUPS
 from objectspace.spark import StatefulRunner
+from tests.support.storage import segment_url
 
 BIG = 2**64
 

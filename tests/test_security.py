@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 import objectspace as osp
-from conftest import segment_url
 from objectspace.checkpoint import Receipt
 from objectspace.cli import main
 from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark.stats import _pack_receipt, _unpack_receipt
 from objectspace.storage.urls import redact_text, redact_url
+from tests.support.storage import segment_url
 
 SECRETS = ("topsecret", "AKIAKEYID", "S3CRETVALUE", "T0KENVALUE", "PASSW0RD")
 

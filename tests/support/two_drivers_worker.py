@@ -1,4 +1,4 @@
-"""One of two drivers that run the same job at once (tests/test_two_drivers.py).
+"""One of two drivers that run the same job at once (tests/checkpoint/test_two_drivers.py).
 
 ``python two_drivers_worker.py URL TAG CHECKPOINTS`` waits for a line on stdin, then, for
 ``n`` in 1..CHECKPOINTS, appends ``f"{TAG}{n}"`` to a list per key, saves checkpoint ``n``

@@ -34,7 +34,7 @@ from objectspace.collections import _impl
 from objectspace.errors import CorruptStateError, SerializationError
 from objectspace.serialization import to_tagged_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PURE = os.environ.get(_impl.PURE_PYTHON_ENV, "") not in ("", "0")
 
 SETTINGS = settings(

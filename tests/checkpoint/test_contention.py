@@ -1,6 +1,6 @@
 """Contention: 8 writer processes, each with its own job, commit as fast as they can
 against one PostgreSQL catalog while a 9th process compacts, retains and collects
-garbage over all of them (tests/contention_worker.py)."""
+garbage over all of them (tests/support/contention_worker.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 import objectspace as osp
-from conftest import segment_url
-from contention_worker import reference, restore
 from objectspace.storage.segments import SegmentBackend
+from tests.support.contention_worker import reference, restore
+from tests.support.storage import segment_url
 
-WORKER = os.path.join(os.path.dirname(__file__), "contention_worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support", "contention_worker.py")
 WRITERS = 8
 TIMEOUT = 120
 

@@ -12,11 +12,11 @@ import pytest
 
 import objectspace as osp
 import objectspace.spark as spark_module
-from conftest import segment_url
 from objectspace.inspection import export_parquet, find_operator, open_existing
 from objectspace.spark.state import read_state
-from spark_helpers import spark  # noqa: F401
-from test_cli import JOB, SESSIONS, TOTALS, export_rows, populate
+from tests.cli.test_cli import JOB, SESSIONS, TOTALS, export_rows, populate
+from tests.support.spark import spark  # noqa: F401
+from tests.support.storage import segment_url
 
 
 def _exported(url: str, operator: str, checkpoint: int | None, path: Path) -> list[tuple[Any, ...]]:

@@ -23,11 +23,11 @@ import pandas as pd
 import pytest
 
 import objectspace as osp
-from conftest import segment_url
 from objectspace.inspection import format_time, redact
 from objectspace.keygroups import KeyGroups
 from objectspace.operators import KeyState
 from objectspace.storage.segments import SegmentBackend
+from tests.support.storage import segment_url
 
 JOB = "clicks"
 SESSIONS, TOTALS = "sessions", "totals"

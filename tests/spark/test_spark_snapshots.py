@@ -9,7 +9,7 @@ with the plain Python reference and the failure-free state; the last test runs a
 Spark with a task that fails once after it saved and wrote its snapshots.
 """
 
-# The session fixture `spark` is imported from spark_helpers and requested by name.
+# The session fixture `spark` is imported from tests.support.spark and requested by name.
 # ruff: noqa: F811
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark import cache as spark_cache
 from objectspace.spark.stats import _unpack_receipt
 from objectspace.spark.task import _InstanceTask
-from spark_helpers import (
+from tests.support.spark import (
     Row,
     df_rows,
     dict_rows,

@@ -19,7 +19,7 @@ import pytest
 
 import objectspace as osp
 from objectspace.checkpoint import Instance, Job, Operator
-from two_drivers_worker import expected, restore
+from tests.support.two_drivers_worker import expected, restore
 
 MAX_KG = 8
 KEYS = [f"key-{i}" for i in range(12)]
@@ -186,7 +186,9 @@ def test_a_store_of_schema_version_1_is_migrated(tmp_path: Any) -> None:
     conn.close()
 
 
-WORKER = os.path.join(os.path.dirname(__file__), "two_drivers_worker.py")
+WORKER = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "support", "two_drivers_worker.py"
+)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

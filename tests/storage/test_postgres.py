@@ -18,7 +18,7 @@ import objectspace as osp
 from objectspace.storage.postgresql import PostgresBackend
 from objectspace.storage.postgresql import backend as postgres_backend
 from objectspace.storage.sql import SCHEMA_VERSION
-from servers import PostgresServer, free_port
+from tests.support.servers import PostgresServer, free_port
 
 MAX_KG = 8
 

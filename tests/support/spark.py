@@ -1,7 +1,7 @@
 """Shared pieces of the Spark tests: the one SparkSession, data, references, state dumps.
 
 ``spark`` is the suite's single local SparkSession (``local[2,3]``: two threads, up to three
-attempts per task). Test modules import it with ``from spark_helpers import spark``.
+attempts per task). Test modules import it with ``from tests.support.spark import spark``.
 
 Three ways to get "the right answer" for a run of ``StatefulRunner``:
 

@@ -1,6 +1,6 @@
 """What a batch's data can carry to the driver: never code (the reserved receipt column)."""
 
-# The session fixture `spark` is imported from spark_helpers and requested by name.
+# The session fixture `spark` is imported from tests.support.spark and requested by name.
 # ruff: noqa: F811
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import objectspace as osp
 from objectspace.operators import KeyState
 from objectspace.spark import StatefulRunner
-from spark_helpers import Row, ship, spark  # noqa: F401
+from tests.support.spark import Row, ship, spark  # noqa: F401
 
 ship(__name__)
 

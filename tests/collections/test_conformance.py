@@ -303,7 +303,7 @@ def test_pure_python() -> None:
         pytest.skip("this run already uses the pure-Python classes")
     env = dict(os.environ, **{_impl.PURE_PYTHON_ENV: "1"})
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run(
         cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False
     )

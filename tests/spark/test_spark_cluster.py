@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
-from conftest import segment_url
 from objectspace import operators as ops
-from spark_helpers import (
+from tests.support.spark import (
     RefBuffer,
     RefChain,
     RefSkip,
@@ -34,6 +33,7 @@ from spark_helpers import (
     sort_rows,
     write_json_files,
 )
+from tests.support.storage import segment_url
 
 SCRIPT = r'''
 import json, os, signal, sys, time

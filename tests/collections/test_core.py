@@ -36,7 +36,7 @@ from objectspace.collections import (
 from objectspace.errors import ObjectDeletedError
 from objectspace.tables import CheckpointKind
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PURE = os.environ.get(_impl.PURE_PYTHON_ENV, "") not in ("", "0")
 
 BASES = {
@@ -498,8 +498,8 @@ def test_pickle_round_trip_with_pending_pages(protocol: int) -> None:
 
 _ACROSS = """
 import pickle, sys
-sys.path.insert(0, "tests")
-import test_core
+sys.path.insert(0, ".")
+import tests.collections.test_core as test_core
 mode, path = sys.argv[1:]
 if mode == "dump":
     with open(path, "wb") as f:
@@ -650,8 +650,8 @@ def test_pure_python_fallback() -> None:
         "-x",
         "-p",
         "no:cacheprovider",
-        "tests/test_core.py",
-        "tests/test_space_statemachines.py",
+        "tests/collections/test_core.py",
+        "tests/space/test_space_statemachines.py",
         "-k",
         "not test_machine or memory",
     ]

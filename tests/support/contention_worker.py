@@ -1,4 +1,4 @@
-"""Processes of the contention test (tests/test_contention.py).
+"""Processes of the contention test (tests/checkpoint/test_contention.py).
 
 ``python contention_worker.py writer URL SEED CHECKPOINTS`` runs job ``job-SEED``: an
 operator with ``MAX_KEY_GROUPS`` key groups and ``PARALLELISM`` instances, committing

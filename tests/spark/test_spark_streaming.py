@@ -7,7 +7,7 @@ of the sink's batches with the plain Python reference run over the files in orde
 job's committed state with the failure-free run.
 """
 
-# The session fixture `spark` is imported from spark_helpers and requested by name.
+# The session fixture `spark` is imported from tests.support.spark and requested by name.
 # ruff: noqa: F811
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from objectspace import operators as ops
 from objectspace.spark import StatefulRunner
-from spark_helpers import (
+from tests.support.spark import (
     BUFFER100_COLUMNS,
     BUFFER100_SCHEMA,
     INPUT_DDL,

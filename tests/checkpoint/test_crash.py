@@ -1,7 +1,7 @@
 """Crash anywhere: interrupt the writer at every step of save/commit, restore, and find
 exactly the last committed checkpoint — nothing lost, nothing half-applied.
 
-The workload (tests/crash_worker.py) is a job with two operators ("agg" at parallelism 3,
+The workload (tests/support/crash_worker.py) is a job with two operators ("agg" at parallelism 3,
 "side" at parallelism 2, 16 key groups each) holding, per key, a list, a dict and a value,
 edited at random from a seed. A checkpoint N saves every instance, commits the receipts
 with ``job.commit`` and acknowledges with ``on_saved``. A failure is injected at
@@ -35,7 +35,10 @@ from pathlib import Path
 import pytest
 
 import objectspace
-from crash_worker import (
+from objectspace import SerializationError, Storage
+from objectspace.storage.segments import SegmentBackend
+from objectspace.storage.sqlite import SQLiteBackend
+from tests.support.crash_worker import (
     AFTER_COMMIT,
     CRASH_EXIT,
     JOB,
@@ -48,14 +51,11 @@ from crash_worker import (
     reference,
     snapshot,
 )
-from objectspace import SerializationError, Storage
-from objectspace.storage.segments import SegmentBackend
-from objectspace.storage.sqlite import SQLiteBackend
 
 SEED = 20240517
 K = 4  # the checkpoint that fails
 END = 6  # the last checkpoint of every run
-WORKER = Path(__file__).with_name("crash_worker.py")
+WORKER = Path(__file__).resolve().parents[1] / "support" / "crash_worker.py"
 
 WRITE_STEPS = [s for s in SQLiteBackend.STEPS if s.startswith("write:")]
 COMMIT_STEPS = [s for s in SQLiteBackend.STEPS if s.startswith("commit:")]

@@ -14,9 +14,9 @@ import fsspec
 import pytest
 
 import objectspace as osp
-from conftest import segment_url
 from objectspace.checkpoint import Instance, Job, Operator
 from objectspace.storage.segments import END_MAGIC, MAGIC, GCStats, SegmentBackend
+from tests.support.storage import segment_url
 
 MAX_KG = 8
 HUGE = 10**9  # seconds: "now" far in the future, past any grace period

@@ -1,11 +1,11 @@
 """StatefulRunner in batch form: every batch is one ``runner.process(df, checkpoint_id)``.
 
 Each test compares the runner's output (sorted row tuples) with a plain Python reference, and
-the state the job committed with the failure-free run (:func:`spark_helpers.simulate`) or the
+the state the job committed with the failure-free run (:func:`tests.support.spark.simulate`) or the
 reference's state, across parallelisms, restarts, replays, task failures and backends.
 """
 
-# The session fixture `spark` is imported from spark_helpers and requested by name.
+# The session fixture `spark` is imported from tests.support.spark and requested by name.
 # ruff: noqa: F811
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 
 import objectspace as osp
-from conftest import segment_url
 from objectspace import operators as ops
 from objectspace.operators import KeyState
 from objectspace.spark import StatefulRunner
-from spark_helpers import (
+from tests.support.spark import (
     BUFFER100_COLUMNS,
     BUFFER100_SCHEMA,
     INPUT_COLUMNS,
@@ -52,6 +51,7 @@ from spark_helpers import (
     spark,  # noqa: F401
     to_df,
 )
+from tests.support.storage import segment_url
 
 ship(__name__)
 

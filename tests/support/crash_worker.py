@@ -1,4 +1,4 @@
-"""The keyed workload of the crash tests (tests/test_crash.py), and a worker that crashes.
+"""The keyed workload of the crash tests (tests/checkpoint/test_crash.py), and a worker that crashes.
 
 The workload is deterministic: the edits of checkpoint ``n`` of operator ``op`` are a
 function of ``(seed, op, n)`` only, so a checkpoint that failed can be replayed with the
