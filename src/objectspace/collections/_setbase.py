@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, MutableSet
 from typing import TYPE_CHECKING, Any
 
-from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, Page, PersistedObject
+from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, KeyedObject, Page
 from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.tables import DELETED, StateReader
 
@@ -16,7 +16,7 @@ _SPELLED = ENTRY_MARK + ENTRY_MARK
 _MISSING: Any = object()
 
 
-class _SetBase(PersistedObject, MutableSet[Any]):
+class _SetBase(KeyedObject, MutableSet[Any]):
     """Shared by both sets: ``items: <canonical element> = <mark>``, a row per changed element.
 
     Python-equal elements (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
@@ -99,14 +99,6 @@ class _SetBase(PersistedObject, MutableSet[Any]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._id!r}: {set(self._data)!r}>"
-
-    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
-        try:
-            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
-        except OverflowError:
-            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
-            # again, with every key through encode_key (rows written already are rewritten).
-            self._emit_rows(out, page, whole, frozenset())
 
     def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
         """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
