@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, MutableSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, KeyedObject, Page
 from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
-    pass
+    from objectspace.space import ObjectSpace
 
 _SPELLED = ENTRY_MARK + ENTRY_MARK
 _MISSING: Any = object()
@@ -30,6 +30,16 @@ class _SetBase(KeyedObject, MutableSet[Any]):
     # The live elements whose type is not in PLAIN_KEY_TYPES, each mapped to the object the
     # set holds, so a save stores that spelling whatever spelling the edit used.
     _spell: dict[Any, Any]
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
+        super().__init__(space, object_id)
+        self._data = self._new_data(data)
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
+
+    @staticmethod
+    def _new_data(data: Iterable[Any]) -> Any:
+        """The container that holds the elements: a ``set`` or a ``SortedSet``."""
+        raise NotImplementedError
 
     def add(self, value: Any) -> None:
         """Add ``value``; the checkpoint writes one row if it was absent."""
@@ -164,3 +174,13 @@ class _SetBase(KeyedObject, MutableSet[Any]):
             else:
                 raise ValueError(f"a row holds {len(raw)} bytes that are not an element mark")
         return elements, old
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> Self:
+        elements, old = cls._load_elements(object_id, reader, loads)
+        obj = cls(space, object_id, elements)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj
