@@ -30,6 +30,8 @@ demo: $(STAMP)
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	PYTHONPATH=src $(BIN)/lint-imports
+	$(BIN)/python tools/check_private_imports.py src
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy

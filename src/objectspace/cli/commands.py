@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from objectspace.checkpoint import Storage
+    from objectspace.checkpoint import Operator, Storage
 
 # -- subcommands ------------------------------------------------------------------------------
 
@@ -53,6 +53,13 @@ def _storage(url: str) -> Iterator[Storage]:
         storage.close()
 
 
+def _operator(storage: Storage, args: argparse.Namespace) -> Operator:
+    """The operator that ``--job`` and ``--operator`` name, read with ``--serializer``."""
+    from objectspace.inspection import find_operator, serializer_named
+
+    return find_operator(storage, args.job, args.operator, serializer_named(args.serializer))
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from objectspace.cli.render import render_inspect
     from objectspace.inspection import inspect_storage
@@ -70,9 +77,7 @@ def _show(args: argparse.Namespace) -> int:
     has_key = args.key is not None
     key = ins.parse_key(args.key, args.key_type) if has_key else None
     with _storage(args.url) as storage:
-        op = ins.find_operator(
-            storage, args.job, args.operator, ins.serializer_named(args.serializer)
-        )
+        op = _operator(storage, args)
         data = ins.show_objects(
             op,
             key=key,
@@ -90,9 +95,7 @@ def _diff(args: argparse.Namespace) -> int:
     from objectspace.cli import render
 
     with _storage(args.url) as storage:
-        op = ins.find_operator(
-            storage, args.job, args.operator, ins.serializer_named(args.serializer)
-        )
+        op = _operator(storage, args)
         with render.progress_bar("comparing key groups") as progress:
             data = ins.diff_checkpoints(
                 op, args.from_, args.to, limit=args.limit, progress=progress
@@ -106,9 +109,7 @@ def _export(args: argparse.Namespace) -> int:
     from objectspace.cli import render
 
     with _storage(args.url) as storage:
-        op = ins.find_operator(
-            storage, args.job, args.operator, ins.serializer_named(args.serializer)
-        )
+        op = _operator(storage, args)
         with render.progress_bar("exporting key groups") as progress:
             data = ins.export_parquet(op, args.to, args.checkpoint, progress)
     _emit(args, data, render.render_export)

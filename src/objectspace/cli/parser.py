@@ -85,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--json", action="store_true", help="print JSON (shape: see objectspace.inspection)"
         )
 
+    def limit_flag(p: argparse.ArgumentParser, help: str) -> None:
+        p.add_argument("--limit", type=_nonnegative_int, default=20, help=help)
+
+    def checkpoint_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--checkpoint", type=_nonnegative_int, help="checkpoint id (default: the last)"
+        )
+
     def job_operator(p: argparse.ArgumentParser) -> None:
         p.add_argument("url", metavar="URL", help=_URL_HELP)
         p.add_argument("--job", required=True, help="job name")
@@ -111,11 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", metavar="URL", help=_URL_HELP)
     p.add_argument("--job", help="only this job")
     p.add_argument("--operator", help="only this operator (needs --job)")
-    p.add_argument(
-        "--limit",
-        type=_nonnegative_int,
-        default=20,
-        help="tables show the newest N checkpoints and first N key groups (0: all; "
+    limit_flag(
+        p,
+        "tables show the newest N checkpoints and first N key groups (0: all; "
         "--json always lists all)",
     )
     json_flag(p)
@@ -141,10 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="how to read --key",
     )
-    p.add_argument("--checkpoint", type=_nonnegative_int, help="checkpoint id (default: the last)")
-    p.add_argument(
-        "--limit", type=_nonnegative_int, default=20, help="items shown per collection (default 20)"
-    )
+    checkpoint_flag(p)
+    limit_flag(p, "items shown per collection (default 20)")
     json_flag(p)
     p.set_defaults(func=_show)
 
@@ -158,9 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     job_operator(p)
     p.add_argument("--from", dest="from_", type=_nonnegative_int, required=True, metavar="N")
     p.add_argument("--to", type=_nonnegative_int, required=True, metavar="M")
-    p.add_argument(
-        "--limit", type=_nonnegative_int, default=20, help="slots shown per object (default 20)"
-    )
+    limit_flag(p, "slots shown per object (default 20)")
     json_flag(p)
     p.set_defaults(func=_diff)
 
@@ -172,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "at all; an existing file is replaced.",
     )
     job_operator(p)
-    p.add_argument("--checkpoint", type=_nonnegative_int, help="checkpoint id (default: the last)")
+    checkpoint_flag(p)
     p.add_argument("--to", required=True, metavar="FILE.parquet", help="the Parquet file to write")
     json_flag(p)
     p.set_defaults(func=_export)

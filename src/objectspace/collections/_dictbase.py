@@ -22,12 +22,11 @@ from objectspace.collections.base import (
     UINT_SIZES,
     UNENCODABLE,
     Emitter,
+    KeyedObject,
     Page,
-    PersistedObject,
     pack_entry,
     unpack_entry,
 )
-from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ class _SortedItems(SortedItemsView):  # type: ignore[misc]
     __delitem__ = _no_deletion
 
 
-class _DictBase(PersistedObject, MutableMapping[Any, Any]):
+class _DictBase(KeyedObject, MutableMapping[Any, Any]):
     """Shared by both dicts: ``items: <canonical key> = <entry>``, a row per changed key.
 
     Python-equal keys (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
@@ -170,14 +169,6 @@ class _DictBase(PersistedObject, MutableMapping[Any, Any]):
     def _numbers_in_order(self) -> Iterable[int]:
         """The insertion numbers of the keys, in the dict's order."""
         return itertools.repeat(0, len(self._data))
-
-    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
-        try:
-            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
-        except OverflowError:
-            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
-            # again, with every key through encode_key (rows written already are rewritten).
-            self._emit_rows(out, page, whole, frozenset())
 
     def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
         """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the

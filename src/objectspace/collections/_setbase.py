@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, MutableSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
-from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, Page, PersistedObject
+from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, KeyedObject, Page
 from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
-    pass
+    from objectspace.space import ObjectSpace
 
 _SPELLED = ENTRY_MARK + ENTRY_MARK
 _MISSING: Any = object()
 
 
-class _SetBase(PersistedObject, MutableSet[Any]):
+class _SetBase(KeyedObject, MutableSet[Any]):
     """Shared by both sets: ``items: <canonical element> = <mark>``, a row per changed element.
 
     Python-equal elements (``1``, ``1.0``, ``True``) share one row, keyed by the canonical
@@ -30,6 +30,16 @@ class _SetBase(PersistedObject, MutableSet[Any]):
     # The live elements whose type is not in PLAIN_KEY_TYPES, each mapped to the object the
     # set holds, so a save stores that spelling whatever spelling the edit used.
     _spell: dict[Any, Any]
+
+    def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
+        super().__init__(space, object_id)
+        self._data = self._new_data(data)
+        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
+
+    @staticmethod
+    def _new_data(data: Iterable[Any]) -> Any:
+        """The container that holds the elements: a ``set`` or a ``SortedSet``."""
+        raise NotImplementedError
 
     def add(self, value: Any) -> None:
         """Add ``value``; the checkpoint writes one row if it was absent."""
@@ -100,14 +110,6 @@ class _SetBase(PersistedObject, MutableSet[Any]):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._id!r}: {set(self._data)!r}>"
 
-    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
-        try:
-            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
-        except OverflowError:
-            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
-            # again, with every key through encode_key (rows written already are rewritten).
-            self._emit_rows(out, page, whole, frozenset())
-
     def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
         """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
         bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
@@ -172,3 +174,13 @@ class _SetBase(PersistedObject, MutableSet[Any]):
             else:
                 raise ValueError(f"a row holds {len(raw)} bytes that are not an element mark")
         return elements, old
+
+    @classmethod
+    def _load(
+        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    ) -> Self:
+        elements, old = cls._load_elements(object_id, reader, loads)
+        obj = cls(space, object_id, elements)
+        if old:
+            obj._rewrite(set(obj._data))
+        return obj

@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from objectspace.collections._impl import ArrayBase
-from objectspace.collections.base import Emitter, Page, PersistedObject, int_key
-from objectspace.errors import CorruptStateError
+from objectspace.collections.base import Emitter, Page, PersistedObject, int_key, load_indexed
 from objectspace.tables import StateReader
 
 if TYPE_CHECKING:
@@ -61,16 +60,7 @@ class PersistedArray(PersistedObject, ArrayBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedArray:
-        raw = reader.get(f"state/item/{object_id}/metadata", b"length")
-        if raw is None:
-            raise CorruptStateError(f"array {object_id!r} has no stored length")
-        n = loads(raw)
-        rows = reader.table(f"state/item/{object_id}/items")
-        try:
-            data = [loads(rows[b"%d" % i]) for i in range(n)]
-        except KeyError as exc:
-            raise CorruptStateError(f"array {object_id!r} misses slot {exc} of {n}") from None
-        return cls(space, object_id, data)
+        return cls(space, object_id, load_indexed("array", object_id, reader, loads))
 
     def __repr__(self) -> str:
         return f"<PersistedArray {self._id!r}: {self._data!r}>"

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import msgpack
 
 from objectspace.collections._impl import ObjectBase
-from objectspace.errors import ObjectDeletedError, SerializationError
-from objectspace.serialization import encode_key_with
+from objectspace.errors import CorruptStateError, ObjectDeletedError, SerializationError
+from objectspace.serialization import PLAIN_KEY_TYPES, encode_key_with
 from objectspace.tables import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
@@ -36,9 +36,11 @@ __all__ = [
     "UINT_SIZES",
     "UNENCODABLE",
     "Emitter",
+    "KeyedObject",
     "Page",
     "PersistedObject",
     "int_key",
+    "load_indexed",
     "pack_entry",
     "unpack_entry",
 ]
@@ -52,6 +54,22 @@ _NONE: frozenset[Any] = frozenset()
 def int_key(index: int) -> bytes:
     """The stored key of an integer slot: its decimal digits (``3`` → ``b"3"``)."""
     return b"%d" % index
+
+
+def load_indexed(
+    kind: str, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+) -> list[Any]:
+    """The values of an array or list: ``metadata: length`` and ``items: <index> = <value>``
+    for every index below the length (:class:`CorruptStateError` if one is missing)."""
+    raw = reader.get(f"state/item/{object_id}/metadata", b"length")
+    if raw is None:
+        raise CorruptStateError(f"{kind} {object_id!r} has no stored length")
+    n = loads(raw)
+    rows = reader.table(f"state/item/{object_id}/items")
+    try:
+        return [loads(rows[b"%d" % i]) for i in range(n)]
+    except KeyError as exc:
+        raise CorruptStateError(f"{kind} {object_id!r} misses slot {exc} of {n}") from None
 
 
 # -- the row layout of dict entries and set elements ------------------------------------------
@@ -349,3 +367,25 @@ class PersistedObject(ObjectBase):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._id!r}>"
+
+
+class KeyedObject(PersistedObject):
+    """Base of the dicts and sets: a row per key (or element), keyed by its canonical encoding.
+
+    Subclasses implement :meth:`_emit_rows`.
+    """
+
+    __slots__ = ()
+
+    def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
+        try:
+            self._emit_rows(out, page, whole, PLAIN_KEY_TYPES)
+        except OverflowError:
+            # A plain int key beyond 64 bits, which msgpack stores only through encode_key:
+            # again, with every key through encode_key (rows written already are rewritten).
+            self._emit_rows(out, page, whole, frozenset())
+
+    def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
+        """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
+        bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
+        raise NotImplementedError

@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any
 
 from objectspace.collections._impl import ListBase
-from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject
-from objectspace.errors import CorruptStateError
+from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject, load_indexed
 from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
@@ -262,13 +261,4 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedList:
-        raw = reader.get(f"state/item/{object_id}/metadata", b"length")
-        if raw is None:
-            raise CorruptStateError(f"list {object_id!r} has no stored length")
-        n = loads(raw)
-        rows = reader.table(f"state/item/{object_id}/items")
-        try:
-            data = [loads(rows[b"%d" % i]) for i in range(n)]
-        except KeyError as exc:
-            raise CorruptStateError(f"list {object_id!r} misses slot {exc} of {n}") from None
-        return cls(space, object_id, data)
+        return cls(space, object_id, load_indexed("list", object_id, reader, loads))

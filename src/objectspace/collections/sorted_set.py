@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedSet
 
 from objectspace.serialization import PLAIN_KEY_TYPES
-from objectspace.tables import StateReader
 
 if TYPE_CHECKING:
-    from objectspace.space import ObjectSpace
+    pass
 from objectspace.collections._setbase import _SetBase
 
 __all__ = ["PersistedSortedSet"]
@@ -27,10 +26,9 @@ class PersistedSortedSet(_SetBase):
     KIND = "SortedSet"
     __slots__ = ()
 
-    def __init__(self, space: ObjectSpace, object_id: str, data: Iterable[Any] = ()) -> None:
-        super().__init__(space, object_id)
-        self._data: SortedSet = SortedSet(data)
-        self._spell = {v: v for v in self._data if type(v) not in PLAIN_KEY_TYPES}
+    @staticmethod
+    def _new_data(data: Iterable[Any]) -> SortedSet:
+        return SortedSet(data)
 
     def add(self, value: Any) -> None:
         """Add ``value``; the checkpoint writes one row if it was absent.
@@ -100,13 +98,3 @@ class PersistedSortedSet(_SetBase):
     def index(self, value: Any) -> int:
         """The position of ``value``; ``ValueError`` if absent. O(log n)."""
         return int(self._data.index(value))
-
-    @classmethod
-    def _load(
-        cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
-    ) -> PersistedSortedSet:
-        elements, old = cls._load_elements(object_id, reader, loads)
-        obj = cls(space, object_id, elements)
-        if old:
-            obj._rewrite(set(obj._data))
-        return obj

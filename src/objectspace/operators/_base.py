@@ -100,3 +100,27 @@ class _Operator:
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         raise NotImplementedError
+
+
+class _CountOperator(_Operator):
+    """An operator whose one argument is a count ``n`` (``take(3)``)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def _args(self) -> Iterable[str]:
+        return (repr(self.n),)
+
+
+class _ByOperator(_Operator):
+    """An operator whose one argument is an optional column ``by`` (``distinct(by='x')``)."""
+
+    __slots__ = ("by",)
+
+    def __init__(self, by: str | None) -> None:
+        self.by = by
+
+    def _args(self) -> Iterable[str]:
+        return () if self.by is None else (f"by={self.by!r}",)

@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
+    _ByOperator,
     _check_optional_column,
     _field,
     _hashable,
-    _Operator,
 )
 from objectspace.operators.state import KeyState
 
 __all__ = ["distinct", "distinct_until_changed"]
 
 
-class _Distinct(_Operator):
-    __slots__ = ("by",)
+class _Distinct(_ByOperator):
+    __slots__ = ()
     name = "distinct"
-
-    def __init__(self, by: str | None) -> None:
-        self.by = by
-
-    def _args(self) -> Iterable[str]:
-        return () if self.by is None else (f"by={self.by!r}",)
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         by = self.by
@@ -59,15 +52,9 @@ def distinct(by: str | None = None) -> KeyedOperator:
     return _Distinct(_check_optional_column("distinct", "by", by))
 
 
-class _DistinctUntilChanged(_Operator):
-    __slots__ = ("by",)
+class _DistinctUntilChanged(_ByOperator):
+    __slots__ = ()
     name = "distinct_until_changed"
-
-    def __init__(self, by: str | None) -> None:
-        self.by = by
-
-    def _args(self) -> Iterable[str]:
-        return () if self.by is None else (f"by={self.by!r}",)
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         by = self.by

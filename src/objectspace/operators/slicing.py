@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
 from typing import Any
 
-from objectspace.operators._base import KeyedOperator, Row, _check_int, _Operator
+from objectspace.operators._base import KeyedOperator, Row, _check_int, _CountOperator
 from objectspace.operators.state import KeyState
 
 __all__ = ["skip", "take"]
 
 
-class _Take(_Operator):
-    __slots__ = ("n",)
+class _Take(_CountOperator):
+    __slots__ = ()
     name = "take"
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def _args(self) -> Iterable[str]:
-        return (repr(self.n),)
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         n = self.n
@@ -47,15 +40,9 @@ def take(n: int) -> KeyedOperator:
     return _Take(_check_int("take", "n", n, 0))
 
 
-class _Skip(_Operator):
-    __slots__ = ("n",)
+class _Skip(_CountOperator):
+    __slots__ = ()
     name = "skip"
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def _args(self) -> Iterable[str]:
-        return (repr(self.n),)
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         n = self.n
