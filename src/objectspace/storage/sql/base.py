@@ -46,7 +46,7 @@ from objectspace.storage.contract import (
 from objectspace.storage.sql.catalog import Part, SegmentEntry
 from objectspace.storage.sql.segment_queries import SegmentQueries
 from objectspace.storage.urls import redact_url
-from objectspace.tables import DELETED, TableChanges
+from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
 
@@ -63,9 +63,6 @@ _ADDED_COLUMNS = (
 
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
-
-# Bytes counted per stored row on top of its key and value: the write and table references.
-ROW_OVERHEAD = 8
 
 _R = TypeVar("_R")
 
