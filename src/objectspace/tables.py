@@ -25,6 +25,7 @@ from objectspace.errors import StorageError
 
 __all__ = [
     "DELETED",
+    "ROW_OVERHEAD",
     "CheckpointKind",
     "Deleted",
     "DictReader",
@@ -35,6 +36,16 @@ __all__ = [
     "WriterSource",
     "WriterStatus",
 ]
+
+ROW_OVERHEAD = 8
+"""Bytes a store counts in ``bytes_written`` per stored row on top of the row's key and value.
+
+The same for every store and storage backend that keeps rows in a database, so that byte
+counts compare: two 4-byte integers, the row's table reference and the reference that places
+or checks it (the write id in the checkpoint backends' ``ckpt_rows``; the checksum in
+:class:`~objectspace.stores.sqlite.SQLiteStore`'s ``space_rows``). Stores that keep no rows
+(the in-memory store, the segment files, which count their file bytes) add none.
+"""
 
 
 class CheckpointKind(enum.Enum):

@@ -1,8 +1,9 @@
 """The C extension ``objectspace.collections._core`` and its pure-Python twin ``collections._pycore``.
 
-The edge cases here run on whichever implementation is in use; ``test_pure_python_fallback``
-runs them again, with the state machines, in a subprocess forced to the pure-Python classes
-(``OBJECTSPACE_PURE_PYTHON=1``), so both implementations meet the same expectations.
+The edge cases here run on whichever implementation is in use, and again in the same run on the
+pure-Python classes ("tests/test_core.py[python]", see conftest.py), so both implementations
+meet the same expectations; ``test_pure_python_fallback`` runs the pickling tests, which cannot
+run on that in-process copy, in a subprocess forced to the pure-Python classes.
 """
 
 from __future__ import annotations
@@ -634,11 +635,15 @@ def test_index_refcounts_are_stable() -> None:
     assert [sys.getrefcount(key) for key in keys] == counts
 
 
-# -- the pure-Python fallback (last: it runs this module again) -----------------------------
+# -- the pure-Python fallback ------------------------------------------------------------------
+# conftest.py runs this module and the state machines again in this process, on a pure-Python
+# copy of the collections ("tests/test_core.py[python]"). Pickling cannot work on such a copy
+# (pickle finds classes by module name, i.e. the originals), so the pickling tests run on the
+# pure-Python classes here, in a subprocess.
 
 
 def test_pure_python_fallback() -> None:
-    """The state machines (memory store) and this module's cases on the pure-Python classes."""
+    """This module's pickling tests on the pure-Python classes."""
     if PURE:
         pytest.skip("this run already uses the pure-Python classes")
     env = dict(os.environ, **{_impl.PURE_PYTHON_ENV: "1"})
@@ -651,9 +656,8 @@ def test_pure_python_fallback() -> None:
         "-p",
         "no:cacheprovider",
         "tests/collections/test_core.py",
-        "tests/space/test_space_statemachines.py",
         "-k",
-        "not test_machine or memory",
+        "pickl",
     ]
     done = subprocess.run(
         cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False

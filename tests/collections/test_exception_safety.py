@@ -1064,15 +1064,19 @@ def test_every_type_and_a_space_pickle_with_every_protocol(protocol: int) -> Non
     assert _contents(osp.ObjectSpace.load(store.reader())) == _contents(space)
 
 
-# -- the pure-Python classes (last: it runs this module again) --------------------------------
+# -- the pure-Python classes -------------------------------------------------------------------
+# conftest.py runs this module again in this process on a pure-Python copy of the collections
+# ("tests/test_exception_safety.py[python]"), except the pickling tests: pickle finds classes
+# by module name (the originals), so those run on the pure-Python classes in a subprocess.
 
 
 def test_pure_python() -> None:
-    """Everything above on the pure-Python classes (``OBJECTSPACE_PURE_PYTHON=1``)."""
+    """The pickling tests above on the pure-Python classes (``OBJECTSPACE_PURE_PYTHON=1``)."""
     if PURE:
         pytest.skip("this run already uses the pure-Python classes")
     env = dict(os.environ, **{_impl.PURE_PYTHON_ENV: "1"})
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__]
+    cmd += ["-k", "pickl"]
     done = subprocess.run(
         cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
     )

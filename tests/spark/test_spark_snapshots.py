@@ -588,7 +588,7 @@ def test_stream_with_snapshots_equals_the_failure_free_run(spark: Any, tmp_path:
     # in the failed attempt were restored, neither their cache entries nor their snapshots
     # being checkpoint 2.
     assert [b.instances for b in runner.history] == [P] * len(BATCHES)
-    for batch in runner.history[1:]:
+    for batch in list(runner.history)[1:]:
         if batch.checkpoint_id != 3:
             assert batch.cached_instances == P, batch
             assert batch.snapshot_instances >= P - 1, batch

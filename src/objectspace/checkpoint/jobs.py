@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,8 @@ from objectspace.storage.contract import (
     RetentionStats,
 )
 from objectspace.storage.urls import redact_url
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Job", "Storage", "open_storage"]
 
@@ -183,13 +186,22 @@ class Job:
             )
         base = bases.pop() if bases else self.last_checkpoint()
         try:
-            return self.backend.commit(
+            committed = self.backend.commit(
                 self.name, checkpoint_id, base, write_ids, parallelism, self.epoch
             )
         except CheckpointConflictError:
             for receipt in receipts:
                 self._lost.setdefault(receipt.attempt, checkpoint_id)
             raise
+        logger.info(
+            "job %r: checkpoint %s %s (%s writes, %s bytes written)",
+            self.name,
+            checkpoint_id,
+            "committed" if committed else "was already committed with these writes",
+            len(write_ids),
+            sum(receipt.bytes_written for receipt in receipts),
+        )
+        return committed
 
     def compact(self, min_chain_length: int = 1) -> CompactionStats:
         """Rewrite, for every operator, each key group whose restore chain has at least
@@ -205,7 +217,18 @@ class Job:
         """Remove every version that no restore of the last ``keep_last`` checkpoints needs,
         and pending writes that can never be committed."""
         _check_count("keep_last", keep_last, 1)
-        return self.backend.retain(self.name, keep_last)
+        stats = self.backend.retain(self.name, keep_last)
+        logger.info(
+            "job %r: retention kept checkpoints %s, dropped %s checkpoints, %s writes "
+            "(%s rows) and %s pending writes",
+            self.name,
+            stats.kept,
+            stats.checkpoints_dropped,
+            stats.writes_removed,
+            stats.rows_removed,
+            stats.pending_removed,
+        )
+        return stats
 
     def __repr__(self) -> str:
         return f"Job({self.name!r} in {redact_url(self.storage.url)!r})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from objectspace.checkpoint._checks import _check_count
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from objectspace.checkpoint.jobs import Job
 
 __all__ = ["Operator"]
+
+logger = logging.getLogger(__name__)
 
 
 class Operator:
@@ -74,6 +77,16 @@ class Operator:
             stats.key_groups += 1
             stats.bytes_read += sum(w.bytes for w in writes)
             stats.bytes_written += info.bytes
+        logger.info(
+            "job %r operator %r: compaction as of checkpoint %s rewrote %s key groups "
+            "(%s bytes read, %s bytes written)",
+            job.name,
+            self.name,
+            last,
+            stats.key_groups,
+            stats.bytes_read,
+            stats.bytes_written,
+        )
         return stats
 
     def instance(self, index: int, parallelism: int, checkpoint: int | None = None) -> Instance:

@@ -8,6 +8,7 @@ import logging
 import secrets
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,10 @@ class StatefulRunner:
     batches in a row (Spark keeps giving it that instance: it skips the snapshot). Turn it
     off when the state is large and workers keep their instances anyway, or when the local
     disk is scarce.
+
+    ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
+    batches (default 100; ``None``: every batch, which grows without bound in a long-running
+    query), oldest first; ``last_batch`` is the latest.
     """
 
     def __init__(
@@ -87,6 +92,7 @@ class StatefulRunner:
         retain: int | None = 2,
         cache_instances: bool = True,
         snapshot_instances: bool = True,
+        history: int | None = 100,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -135,7 +141,9 @@ class StatefulRunner:
         # object only, so a file planted in the snapshot folder is never unpickled.
         self._snapshot_key = secrets.token_bytes(_SNAPSHOT_KEY_BYTES)
         self.last_batch: BatchStats | None = None
-        self.history: list[BatchStats] = []
+        if history is not None and (not isinstance(history, int) or history < 0):
+            raise ValueError(f"history is a number of batches >= 0 or None, not {history!r}")
+        self.history: deque[BatchStats] = deque(maxlen=history)
         self._persisted: DataFrame | None = None
 
     def __repr__(self) -> str:

@@ -181,6 +181,7 @@ class _InstanceTask:
             logger.debug("instance snapshot %s not adopted: %r", path, exc)
             return None
         instance.on_saved()
+        logger.debug("instance %s adopted from snapshot %s (checkpoint %s)", index, path, base)
         return instance
 
     def _heads_match(self, instance: Instance) -> bool:

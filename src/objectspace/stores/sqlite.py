@@ -24,6 +24,7 @@ from objectspace.storage.sql.sqlite_files import check_sqlite_file, connect_sqli
 from objectspace.stores.base import Store
 from objectspace.tables import (
     DELETED,
+    ROW_OVERHEAD,
     CheckpointKind,
     DictReader,
     StateReader,
@@ -35,9 +36,6 @@ __all__ = ["SQLiteStore"]
 
 _SCHEMA_VERSION = 1
 
-# Bytes counted per stored row on top of its key and value: the table reference (4) and
-# the checksum (a 4-byte integer and its 1-byte type in the record header).
-ROW_OVERHEAD = 4 + 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -73,8 +71,9 @@ def _malformed(exc: sqlite3.Error) -> bool:
 class SQLiteStore(Store):
     """An object space's tables in a SQLite file (created on first use).
 
-    ``bytes_written`` counts, per put, the key, the value and :data:`ROW_OVERHEAD` bytes for
-    the table reference, plus a table's name the first time it is stored.
+    ``bytes_written`` counts, per put, the key, the value and
+    :data:`objectspace.tables.ROW_OVERHEAD` bytes (the table reference and the checksum), plus,
+    the first time a table is stored, its name and :data:`~objectspace.tables.ROW_OVERHEAD`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:

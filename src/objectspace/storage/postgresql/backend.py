@@ -76,6 +76,8 @@ class _PgTx:
 class PostgresBackend(SQLBackend):
     """Checkpoint catalog and rows in PostgreSQL (see the module docstring)."""
 
+    DIALECT = "postgresql"
+
     def __init__(self, url: str) -> None:
         super().__init__()
         parsed = urlparse(url)

@@ -524,6 +524,17 @@ class SegmentBackend(Backend):
                 self._step("gc:forgotten")
                 self._delete(path, sizes, stats)
         stats.referenced = len(self.catalog.referenced_segments())
+        logger.info(
+            "gc of %s%s: %s files deleted (%s bytes), %s refused, %s newly unreferenced, "
+            "%s referenced",
+            redact_url(self.url),
+            " (dry run)" if dry_run else "",
+            len(stats.deleted),
+            stats.bytes_deleted,
+            len(stats.refused),
+            stats.stamped,
+            stats.referenced,
+        )
         return stats
 
     def _step(self, step: str) -> None:

@@ -44,28 +44,17 @@ from objectspace.storage.contract import (
     materialize,
 )
 from objectspace.storage.sql.catalog import Part, SegmentEntry
+from objectspace.storage.sql.schema import Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries
 from objectspace.storage.urls import redact_url
-from objectspace.tables import DELETED, TableChanges
+from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
 
 SCHEMA_VERSION = 2
 
-# Columns added after schema version 1, added to existing stores when they are opened:
-# the writer epoch of a job and of the epoch that committed each checkpoint, and the parent
-# of each write (the write its key group's state was built on; NULL: unknown).
-_ADDED_COLUMNS = (
-    ("ckpt_jobs", "epoch", "BIGINT NOT NULL DEFAULT 0"),
-    ("ckpt_checkpoints", "epoch", "BIGINT NOT NULL DEFAULT 0"),
-    ("ckpt_writes", "parent", "BIGINT"),
-)
-
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
-
-# Bytes counted per stored row on top of its key and value: the write and table references.
-ROW_OVERHEAD = 8
 
 _R = TypeVar("_R")
 
@@ -187,6 +176,9 @@ class SQLBackend(SegmentQueries):
         if self.fault_hook is not None:
             self.fault_hook(step)
 
+    DIALECT: ClassVar[Dialect]
+    """Which rendering of :mod:`objectspace.storage.sql.schema` the store uses."""
+
     @abstractmethod
     def _columns(self, tx: Tx, table: str) -> set[str]:
         """The names of the columns of ``table``."""
@@ -203,8 +195,9 @@ class SQLBackend(SegmentQueries):
                 f"checkpoint storage {redact_url(self.url)!r} has schema version {row[0]}, newer than "
                 f"this objectspace understands ({SCHEMA_VERSION}); upgrade objectspace"
             )
-        # Migrate a store of an older schema version (or one just created) in place.
-        for table, column, declaration in _ADDED_COLUMNS:
+        # Migrate a store of an older schema version (or one just created) in place: the
+        # columns added after version 1 (:func:`schema.added_columns`).
+        for table, column, declaration in added_columns(self.DIALECT):
             if column not in self._columns(tx, table):
                 tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         if row is not None and int(row[0]) < SCHEMA_VERSION:

@@ -64,6 +64,8 @@ class _SQLiteTx:
 class SQLiteBackend(SQLBackend):
     """Checkpoint storage in one SQLite database (a file, or ``memory://`` in-process)."""
 
+    DIALECT = "sqlite"
+
     def __init__(self, path: str | None, *, memory_name: str | None = None) -> None:
         super().__init__()
         if (path is None) == (memory_name is None):
@@ -113,9 +115,6 @@ class SQLiteBackend(SQLBackend):
             conn.executescript(SQLITE_SCHEMA)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(ckpt_writes)")}
-                if "digest" not in columns:  # a store written before digests: NULL, unverified
-                    conn.execute("ALTER TABLE ckpt_writes ADD COLUMN digest INTEGER")
                 self._check_schema(_SQLiteTx(conn))
             except BaseException:
                 conn.execute("ROLLBACK")
