@@ -17,8 +17,9 @@ from objectspace.checkpoint import (
     Storage,
     open_storage,
 )
-from objectspace.errors import CheckpointError, ReservedColumnError
+from objectspace.errors import ReservedColumnError
 from objectspace.keygroups import check_max_key_groups, spark_instance_expr
+from objectspace.operators.execution import TaskPlan, add_task, plan_base, sum_tasks
 from objectspace.storage.urls import redact_url
 
 if TYPE_CHECKING:
@@ -171,22 +172,7 @@ class StatefulRunner:
 
     def _plan_base(self, checkpoint_id: int) -> tuple[int | None, bool]:
         """The checkpoint this batch runs on top of, and whether it is a replay."""
-        infos = {c.checkpoint_id: c for c in self.job.checkpoint_info()}
-        last = self.job.last_checkpoint()
-        if last is None or checkpoint_id > last:
-            return last, False
-        info = infos.get(checkpoint_id)
-        if info is None:
-            raise CheckpointError(
-                f"cannot run checkpoint {checkpoint_id} of job {self.job.name!r}: checkpoint "
-                f"{last} is already committed and {checkpoint_id} is not a retained one"
-            )
-        if info.base is not None and info.base not in infos:
-            raise CheckpointError(
-                f"cannot replay checkpoint {checkpoint_id} of job {self.job.name!r}: it was "
-                f"made on top of checkpoint {info.base}, which is no longer retained"
-            )
-        return info.base, True
+        return plan_base(self.job, checkpoint_id)
 
     def process(
         self, df: DataFrame, checkpoint_id: int, *, parallelism: int | None = None
@@ -244,23 +230,24 @@ class StatefulRunner:
         routed = df.withColumn(
             _KG, F.expr(f"pmod(xxhash64({', '.join(key_exprs)}), {max_kg})").cast("int")
         ).withColumn(_INSTANCE, F.expr(spark_instance_expr(_KG, max_kg, p)).cast("int"))
-        task = _InstanceTask(
-            self.storage,
-            self.operator.info,
-            self.compaction,
-            self.fn,
-            checkpoint_id,
-            base,
-            p,
-            replay,
-            self.key_columns,
-            self.order_columns,
-            arrow_schema,
-            self.cache_instances,
-            self.snapshot_instances,
-            f"{self._application(spark)}/{self._token}",
-            self._snapshot_key,
+        plan = TaskPlan(
+            storage=self.storage,
+            info=self.operator.info,
+            compaction=self.compaction,
+            fn=self.fn,
+            checkpoint_id=checkpoint_id,
+            base=base,
+            parallelism=p,
+            replay=replay,
+            key_columns=self.key_columns,
+            order_columns=self.order_columns,
+            output_columns=tuple(struct.names),
+            use_cache=self.cache_instances,
+            use_snapshots=self.snapshot_instances,
+            owner=f"{self._application(spark)}/{self._token}",
+            snapshot_key=self._snapshot_key,
         )
+        task = _InstanceTask(plan, arrow_schema)
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
@@ -280,12 +267,7 @@ class StatefulRunner:
         receipts: list[Receipt] = []
         batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
         for blob in packed:
-            receipt, stats = _unpack_receipt(blob)
-            if receipt is not None:
-                receipts.append(receipt)
-                batch.bytes_written += receipt.bytes_written
-                batch.rows_written += receipt.rows_written
-            batch.tasks.append(stats)
+            add_task(batch, receipts, *_unpack_receipt(blob))
         commit_started = time.perf_counter()
         if not replay:
             batch.committed = self.job.commit(checkpoint_id, receipts)
@@ -293,18 +275,7 @@ class StatefulRunner:
                 self.job.retain(self.retain)
         batch.seconds_commit = time.perf_counter() - commit_started
         batch.seconds_tasks = tasks_seconds
-        batch.instances = len(batch.tasks)
-        for stats in batch.tasks:
-            batch.keys += stats.keys
-            batch.rows_in += stats.rows_in
-            batch.rows_out += stats.rows_out
-            batch.rows_read += stats.rows_read
-            batch.cached_instances += stats.cached
-            batch.snapshot_instances += stats.snapshot
-            batch.seconds_restore += stats.seconds_restore
-            batch.seconds_process += stats.seconds_process
-            batch.seconds_save += stats.seconds_save
-            batch.seconds_snapshot += stats.seconds_snapshot
+        sum_tasks(batch)
         batch.seconds_total = time.perf_counter() - started
         self.last_batch = batch
         self.history.append(batch)
