@@ -154,16 +154,8 @@ def simulate(
                 f"output_columns of operator {operator!r} uses the column {reserved[0]!r}, "
                 f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)})"
             )
-    if storage is None:
-        storage = f"memory://simulate-{uuid.uuid4().hex}"
-    store = open_storage(storage) if isinstance(storage, str) else storage
-    the_job = store.job(job)
-    the_operator = the_job.operator(operator, max_key_groups, compaction=compaction)
-    the_job.fence()
-    sim = Simulation(store, the_job, the_operator, key_columns)
-    groups = KeyGroups(max_key_groups)
-    for i, batch in enumerate(batches):
-        rows = [dict(r) for r in batch]
+    all_rows = [[dict(r) for r in batch] for batch in batches]
+    for i, rows in enumerate(all_rows):
         for row in rows:
             reserved = [c for c in row if c in RESERVED_COLUMNS]
             if reserved:
@@ -177,6 +169,15 @@ def simulate(
                 raise ValueError(
                     f"batch {i}: row {row!r} of {operator!r} lacks column(s) {missing}"
                 )
+    if storage is None:
+        storage = f"memory://simulate-{uuid.uuid4().hex}"
+    store = open_storage(storage) if isinstance(storage, str) else storage
+    the_job = store.job(job)
+    the_operator = the_job.operator(operator, max_key_groups, compaction=compaction)
+    the_job.fence()
+    sim = Simulation(store, the_job, the_operator, key_columns)
+    groups = KeyGroups(max_key_groups)
+    for i, rows in enumerate(all_rows):
         p = _parallelism_of(parallelism, i)
         if i in replays:
             out, _ = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, False)
