@@ -250,8 +250,8 @@ def test_simulate_equals_the_spark_runner(spark: Any, tmp_path: Any) -> None:
     from objectspace.spark import StatefulRunner
 
     url = f"sqlite:///{tmp_path}/state.db"
-    batches = BATCHES[:4]
-    parallelism = {0: 1, 1: 3, 3: 8}
+    batches = BATCHES
+    parallelism = {0: 1, 1: 3, 3: 8, 5: 2}
     runner = StatefulRunner(
         buffer100,
         key="k",
@@ -264,7 +264,7 @@ def test_simulate_equals_the_spark_runner(spark: Any, tmp_path: Any) -> None:
     )
     got = []
     for n, rows in enumerate(batches):
-        p = max(v for i, v in parallelism.items() if i <= n)
+        p = parallelism[max(i for i in parallelism if i <= n)]
         got.append(df_rows(runner.process(to_df(spark, rows), checkpoint_id=n, parallelism=p)))
     runner.close()
     sim = simulate(
