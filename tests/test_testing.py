@@ -11,6 +11,8 @@ with the Spark runner on the same batches.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import random
 import subprocess
 import sys
@@ -20,8 +22,11 @@ from typing import Any
 import pytest
 
 import objectspace as osp
+from objectspace import operators as ops
+from objectspace.checkpoint import Instance, PendingSave
 from objectspace.errors import ReservedColumnError
 from objectspace.operators import KeyState
+from objectspace.operators.execution import TaskPlan
 from objectspace.testing import simulate
 from spark_helpers import (
     BUFFER100_COLUMNS,
@@ -293,3 +298,47 @@ def test_readme_example_runs() -> None:
     namespace: dict[str, Any] = {"buffer100": buffer100}
     exec(code, namespace)
     namespace["test_buffer100_emits_every_hundred_values"]()
+
+
+def test_task_plan_is_frozen_and_pickles() -> None:
+    """The one plan object the driver sends to the tasks: immutable, picklable, and the
+    one ``simulate`` runs with."""
+    storage = osp.open_storage("memory://testing-plan")
+    operator = storage.job("j").operator("o", max_key_groups=8)
+    plan = TaskPlan(
+        storage=storage,
+        info=operator.info,
+        compaction=operator.compaction,
+        fn=ops.take(2),
+        checkpoint_id=0,
+        base=None,
+        parallelism=2,
+        replay=False,
+        key_columns=("k",),
+        order_columns=("ts",),
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.checkpoint_id = 1  # type: ignore[misc]
+    assert not hasattr(plan, "__dict__")
+    copy = pickle.loads(pickle.dumps(plan))
+    assert (copy.info, copy.parallelism, copy.key_columns) == (plan.info, 2, ("k",))
+    instance = plan.restore(1)
+    assert (instance.index, instance.parallelism, instance.base) == (1, 2, None)
+
+
+def test_pending_save_is_a_public_object_that_survives_a_snapshot() -> None:
+    storage = osp.open_storage("memory://testing-pending-save")
+    job = storage.job("j")
+    operator = job.operator("o", max_key_groups=4)
+    instance = operator.instance(0, 1)
+    instance.space_for_key("k").create_value("v", 1)
+    receipt = instance.save(1)
+    pending = instance.pending_save
+    assert isinstance(pending, PendingSave)
+    assert pending.checkpoint_id == 1
+    assert pending.write_ids() == [write_id for _, write_id in receipt.writes]
+    adopted = Instance.from_snapshot(operator, pickle.loads(pickle.dumps(instance.to_snapshot())))
+    assert adopted.pending_save == pending
+    assert job.commit(1, [receipt])
+    adopted.on_saved()
+    assert adopted.pending_save is None and adopted.base == 1

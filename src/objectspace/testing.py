@@ -28,18 +28,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Receipt, Storage, open_storage
-from objectspace.errors import ReservedColumnError
 from objectspace.keygroups import KeyGroups, check_max_key_groups
 from objectspace.operators.execution import (
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,
-    RESERVED_COLUMNS,
     BatchStats,
     StatefulFunction,
     TaskPlan,
     TaskStats,
     add_task,
+    check_input_columns,
+    check_output_columns,
     check_parallelism,
+    check_retain,
     column_names,
     finish_task,
     group_rows,
@@ -140,35 +141,15 @@ def simulate(
     else:
         check_parallelism(parallelism, max_key_groups)
     replays = set(replay)
-    if retain is not None and retain < 2:
-        raise ValueError(
-            f"retain must keep at least 2 checkpoints (replays need the one "
-            f"before the last), not {retain}"
-        )
+    check_retain(retain)
     columns = None
     if output_columns is not None:
-        columns = tuple(column_names(output_columns, "output_columns"))
-        reserved = [c for c in columns if c in RESERVED_COLUMNS]
-        if reserved:
-            raise ReservedColumnError(
-                f"output_columns of operator {operator!r} uses the column {reserved[0]!r}, "
-                f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)})"
-            )
+        columns = column_names(output_columns, "output_columns")
+        check_output_columns(columns, "output_columns", operator)
     all_rows = [[dict(r) for r in batch] for batch in batches]
-    for i, rows in enumerate(all_rows):
+    for rows in all_rows:
         for row in rows:
-            reserved = [c for c in row if c in RESERVED_COLUMNS]
-            if reserved:
-                raise ReservedColumnError(
-                    f"input of operator {operator!r} has the column {reserved[0]!r}, which "
-                    f"objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): drop "
-                    "or rename it before the batch"
-                )
-            missing = [c for c in (*key_columns, *order_columns) if c not in row]
-            if missing:
-                raise ValueError(
-                    f"batch {i}: row {row!r} of {operator!r} lacks column(s) {missing}"
-                )
+            check_input_columns(list(row), key_columns, order_columns, operator)
     if storage is None:
         storage = f"memory://simulate-{uuid.uuid4().hex}"
     store = open_storage(storage) if isinstance(storage, str) else storage

@@ -37,7 +37,10 @@ __all__ = [
     "TaskPlan",
     "TaskStats",
     "add_task",
+    "check_input_columns",
+    "check_output_columns",
     "check_parallelism",
+    "check_retain",
     "column_names",
     "finish_task",
     "group_rows",
@@ -78,6 +81,46 @@ def check_parallelism(parallelism: object, max_key_groups: int) -> int:
             f"not {parallelism!r}"
         )
     return parallelism
+
+
+def check_retain(retain: int | None) -> None:
+    """Refuse a ``retain`` that would drop the checkpoint a replay needs."""
+    if retain is not None and retain < 2:
+        raise ValueError(
+            f"retain must keep at least 2 checkpoints (replays need the one "
+            f"before the last), not {retain}"
+        )
+
+
+def check_input_columns(
+    columns: Sequence[str],
+    key_columns: Sequence[str],
+    order_columns: Sequence[str],
+    operator: str,
+) -> None:
+    """Refuse an input with a reserved column (:class:`ReservedColumnError`) or without a
+    key or order column (:class:`ValueError`), before any state changes."""
+    reserved = [c for c in columns if c in RESERVED_COLUMNS]
+    if reserved:
+        raise ReservedColumnError(
+            f"input of operator {operator!r} has the column {reserved[0]!r}, "
+            f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): "
+            "drop or rename it before the batch"
+        )
+    missing = [c for c in (*key_columns, *order_columns) if c not in columns]
+    if missing:
+        raise ValueError(f"input of {operator!r} lacks column(s) {missing}; it has {columns}")
+
+
+def check_output_columns(columns: Sequence[str], what: str, operator: str) -> None:
+    """Refuse output columns (``what``: where they come from) with a reserved name."""
+    reserved = [c for c in columns if c in RESERVED_COLUMNS]
+    if reserved:
+        raise ReservedColumnError(
+            f"{what} of operator {operator!r} uses the column "
+            f"{reserved[0]!r}, which objectspace reserves (reserved: "
+            f"{', '.join(RESERVED_COLUMNS)})"
+        )
 
 
 @dataclass

@@ -17,9 +17,16 @@ from objectspace.checkpoint import (
     Storage,
     open_storage,
 )
-from objectspace.errors import ReservedColumnError
 from objectspace.keygroups import check_max_key_groups, spark_instance_expr
-from objectspace.operators.execution import TaskPlan, add_task, plan_base, sum_tasks
+from objectspace.operators.execution import (
+    TaskPlan,
+    add_task,
+    check_input_columns,
+    check_output_columns,
+    check_retain,
+    plan_base,
+    sum_tasks,
+)
 from objectspace.storage.urls import redact_url
 
 if TYPE_CHECKING:
@@ -30,7 +37,6 @@ from objectspace.spark._common import (
     _INSTANCE,
     _KG,
     _RECEIPT,
-    RESERVED_COLUMNS,
     StatefulFunction,
     _check_parallelism,
     _columns,
@@ -99,11 +105,7 @@ class StatefulRunner:
         check_max_key_groups(max_key_groups)
         if parallelism is not None:
             _check_parallelism(parallelism, max_key_groups)
-        if retain is not None and retain < 2:
-            raise ValueError(
-                f"retain must keep at least 2 checkpoints (replays need the one "
-                f"before the last), not {retain}"
-            )
+        check_retain(retain)
         if self.storage.url.startswith("memory://"):
             raise ValueError(
                 "memory:// storage lives in one process, and Spark runs tasks in other "
@@ -160,13 +162,7 @@ class StatefulRunner:
             if not isinstance(parsed, StructType):
                 raise ValueError(f"output_schema {ddl!r} must describe a struct of columns")
             struct = parsed
-        reserved = [c for c in struct.names if c in RESERVED_COLUMNS]
-        if reserved:
-            raise ReservedColumnError(
-                f"output_schema of operator {self.operator.name!r} uses the column "
-                f"{reserved[0]!r}, which objectspace reserves (reserved: "
-                f"{', '.join(RESERVED_COLUMNS)})"
-            )
+        check_output_columns(struct.names, "output_schema", self.operator.name)
         full = StructType([*struct.fields, StructField(_RECEIPT, BinaryType(), True)])
         return full, to_arrow_schema(full)
 
@@ -206,18 +202,7 @@ class StatefulRunner:
             p = _check_parallelism(self.parallelism, max_kg)
         else:
             p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
-        reserved = [c for c in df.columns if c in RESERVED_COLUMNS]
-        if reserved:
-            raise ReservedColumnError(
-                f"input of operator {self.operator.name!r} has the column {reserved[0]!r}, "
-                f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): "
-                "drop or rename it before the batch"
-            )
-        missing = [c for c in (*self.key_columns, *self.order_columns) if c not in df.columns]
-        if missing:
-            raise ValueError(
-                f"input of {self.operator.name!r} lacks column(s) {missing}; it has {df.columns}"
-            )
+        check_input_columns(df.columns, self.key_columns, self.order_columns, self.operator.name)
         struct, arrow_schema = self._schemas(spark)
         base, replay = self._plan_base(checkpoint_id)
 
