@@ -1,4 +1,10 @@
-"""The executor side: the task that runs the instances of one batch inside a Spark task."""
+"""The executor side: the task that runs the instances of one batch inside a Spark task.
+
+The task gets one frozen :class:`~objectspace.operators.execution.TaskPlan`, turns Arrow
+rows into dicts, gets each instance (from the worker's cache, a snapshot file, or storage)
+and runs it with :func:`~objectspace.operators.execution.run_instance`, the loop
+:func:`objectspace.testing.simulate` runs too.
+"""
 
 from __future__ import annotations
 
