@@ -25,6 +25,7 @@ import pytest
 
 from objectspace.keygroups import KeyGroups
 from objectspace.operators import KeyState
+from objectspace.operators.execution import TaskPlan
 from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark import cache as spark_cache
 from objectspace.spark.stats import _unpack_receipt
@@ -115,23 +116,24 @@ def run_batch(
     """One batch as ``StatefulRunner.process`` runs it, every instance in ``worker`` (an
     in-process cache of its own). Returns the sorted output rows and the task stats."""
     base, replay = runner._plan_base(checkpoint_id)
-    task = _InstanceTask(
-        runner.storage,
-        runner.operator.info,
-        runner.compaction,
-        runner.fn,
-        checkpoint_id,
-        base,
-        P,
-        replay,
-        ("k",),
-        ("ts",),
-        ARROW_SCHEMA,
-        cache,
-        snapshots,
-        f"test-app/{runner._token}",
-        runner._snapshot_key,
+    plan = TaskPlan(
+        storage=runner.storage,
+        info=runner.operator.info,
+        compaction=runner.compaction,
+        fn=runner.fn,
+        checkpoint_id=checkpoint_id,
+        base=base,
+        parallelism=P,
+        replay=replay,
+        key_columns=("k",),
+        order_columns=("ts",),
+        output_columns=tuple(ARROW_SCHEMA.names),
+        use_cache=cache,
+        use_snapshots=snapshots,
+        owner=f"test-app/{runner._token}",
+        snapshot_key=runner._snapshot_key,
     )
+    task = _InstanceTask(plan, ARROW_SCHEMA)
     groups = KeyGroups(MAX_KG)
     by_instance: dict[int, list[Row]] = {}
     for row in rows:

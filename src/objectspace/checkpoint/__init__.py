@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from objectspace.checkpoint._checks import EMPTY
 from objectspace.checkpoint.compaction import CompactionPolicy
-from objectspace.checkpoint.instance import Instance
+from objectspace.checkpoint.instance import Instance, PendingSave
 from objectspace.checkpoint.jobs import Job, Storage, open_storage
 from objectspace.checkpoint.operator import Operator
 from objectspace.checkpoint.receipts import CompactionStats, Receipt, SaveStats
@@ -41,6 +41,7 @@ __all__ = [
     "Instance",
     "Job",
     "Operator",
+    "PendingSave",
     "Receipt",
     "SaveStats",
     "Storage",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from objectspace.checkpoint._checks import EMPTY, _check_checkpoint_id
 from objectspace.checkpoint.compaction import _Chain
@@ -22,7 +22,19 @@ from objectspace.tables import CheckpointKind, DictReader, StateWriter, WriteSta
 if TYPE_CHECKING:
     from objectspace.checkpoint.operator import Operator
 
-__all__ = ["Instance"]
+__all__ = ["Instance", "PendingSave"]
+
+
+class PendingSave(NamedTuple):
+    """A save that :meth:`Instance.on_saved` has not acknowledged yet: the checkpoint it
+    saved and the pending writes it made (one per key group it wrote)."""
+
+    checkpoint_id: int
+    writes: list[WriteInfo]
+
+    def write_ids(self) -> list[int]:
+        """The ids of the save's pending writes."""
+        return [w.write_id for w in self.writes]
 
 
 class _Collector(StateWriter):
@@ -65,7 +77,7 @@ class Instance:
         # Per loaded key group: (write id, version) of the newest write its state includes
         # (None: no write), which identifies that state in the store.
         self._heads: dict[int, tuple[int, int] | None] = {}
-        self._saved: tuple[int, list[WriteInfo]] | None = None
+        self._saved: PendingSave | None = None
         self.rows_read = 0
         self.last_save = SaveStats()
 
@@ -188,7 +200,7 @@ class Instance:
         writes = op.job.backend.write_pending(
             op.job.name, op.name, checkpoint_id, self.attempt, parts
         )
-        self._saved = (checkpoint_id, writes)
+        self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
             key_groups=len(writes),
             full=sum(w.full for w in writes),
@@ -225,9 +237,9 @@ class Instance:
         self._saved = None
 
     @property
-    def pending_save(self) -> tuple[int, list[WriteInfo]] | None:
-        """The checkpoint id and the writes of the last save that :meth:`on_saved` has not
-        acknowledged yet (``None``: none)."""
+    def pending_save(self) -> PendingSave | None:
+        """The last save that :meth:`on_saved` has not acknowledged yet (``None``: none):
+        its checkpoint id and its writes."""
         return self._saved
 
     def heads(self) -> dict[int, tuple[int, int] | None]:
@@ -252,7 +264,7 @@ class Instance:
             "spaces": self._spaces,
             "chains": self._chains,
             "heads": self._heads,
-            "saved": self._saved,
+            "saved": None if self._saved is None else tuple(self._saved),
         }
 
     @classmethod
@@ -270,7 +282,8 @@ class Instance:
         instance._spaces = snapshot["spaces"]
         instance._chains = snapshot["chains"]
         instance._heads = snapshot["heads"]
-        instance._saved = snapshot["saved"]
+        saved = snapshot["saved"]
+        instance._saved = None if saved is None else PendingSave(*saved)
         return instance
 
     def spaces(self) -> Iterator[tuple[int, ObjectSpace]]:

@@ -1,7 +1,10 @@
 """Layer 7: keyed stateful processing on Spark, with object-space state and exactly-once checkpoints.
 
 The only package that imports pyspark. Modules: ``runner`` (the driver:
-:class:`StatefulRunner`, planning and committing), ``task`` (the executor task), ``cache``
+:class:`StatefulRunner`, planning and committing), ``task`` (the executor task: Arrow in
+and out, the instance cache and snapshots, around the Spark-free per-instance loop of
+:mod:`objectspace.operators.execution`, which :func:`objectspace.testing.simulate` runs
+too), ``cache``
 (the worker-level instance cache and the snapshot file format), ``stats`` (:class:`TaskStats`,
 :class:`BatchStats`, receipts packed for the driver), ``state`` (:func:`read_state`), ``session``
 (:func:`local_session`).

@@ -1,41 +1,28 @@
-"""What the driver and the tasks share: the function type, the reserved columns, argument checks."""
+"""What the driver and the tasks share: the function type, the reserved columns, argument checks.
+
+They live in :mod:`objectspace.operators.execution` (Spark-free, shared with
+:mod:`objectspace.testing`); the short private names are this package's.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
-
-from objectspace.operators.state import KeyState
+from objectspace.operators.execution import (
+    INSTANCE_COLUMN,
+    KEY_GROUP_COLUMN,
+    RECEIPT_COLUMN,
+    RESERVED_COLUMNS,
+    StatefulFunction,
+    check_parallelism,
+    column_names,
+)
 
 __all__ = ["RESERVED_COLUMNS", "StatefulFunction"]
 
-
-StatefulFunction = Callable[[Any, list[dict[str, Any]], KeyState], Iterable[Mapping[str, Any]]]
-
-_KG = "__os_kg"
-_INSTANCE = "__os_instance"
-_RECEIPT = "__os_receipt"
-RESERVED_COLUMNS = (_KG, _INSTANCE, _RECEIPT)
-"""Column names the runner adds to a batch: an input, an output row or an output_schema
-that uses one is refused with :class:`~objectspace.errors.ReservedColumnError`."""
-
-
-def _columns(value: str | Sequence[str], what: str) -> tuple[str, ...]:
-    cols = (value,) if isinstance(value, str) else tuple(value)
-    if not cols or not all(isinstance(c, str) and c for c in cols):
-        raise ValueError(
-            f"{what} must be a column name or a non-empty list of names, not {value!r}"
-        )
-    return cols
-
-
-def _check_parallelism(parallelism: object, max_key_groups: int) -> int:
-    if type(parallelism) is not int or not 1 <= parallelism <= max_key_groups:
-        raise ValueError(
-            f"parallelism must be an int in 1..{max_key_groups} (max_key_groups), "
-            f"not {parallelism!r}"
-        )
-    return parallelism
+_KG = KEY_GROUP_COLUMN
+_INSTANCE = INSTANCE_COLUMN
+_RECEIPT = RECEIPT_COLUMN
+_columns = column_names
+_check_parallelism = check_parallelism
 
 
 def _quote(column: str) -> str:

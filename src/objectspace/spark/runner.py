@@ -18,8 +18,16 @@ from objectspace.checkpoint import (
     Storage,
     open_storage,
 )
-from objectspace.errors import CheckpointError, ReservedColumnError
 from objectspace.keygroups import check_max_key_groups, spark_instance_expr
+from objectspace.operators.execution import (
+    TaskPlan,
+    add_task,
+    check_input_columns,
+    check_output_columns,
+    check_retain,
+    plan_base,
+    sum_tasks,
+)
 from objectspace.storage.urls import redact_url
 
 if TYPE_CHECKING:
@@ -30,7 +38,6 @@ from objectspace.spark._common import (
     _INSTANCE,
     _KG,
     _RECEIPT,
-    RESERVED_COLUMNS,
     StatefulFunction,
     _check_parallelism,
     _columns,
@@ -104,11 +111,7 @@ class StatefulRunner:
         check_max_key_groups(max_key_groups)
         if parallelism is not None:
             _check_parallelism(parallelism, max_key_groups)
-        if retain is not None and retain < 2:
-            raise ValueError(
-                f"retain must keep at least 2 checkpoints (replays need the one "
-                f"before the last), not {retain}"
-            )
+        check_retain(retain)
         if self.storage.url.startswith("memory://"):
             raise ValueError(
                 "memory:// storage lives in one process, and Spark runs tasks in other "
@@ -167,34 +170,13 @@ class StatefulRunner:
             if not isinstance(parsed, StructType):
                 raise ValueError(f"output_schema {ddl!r} must describe a struct of columns")
             struct = parsed
-        reserved = [c for c in struct.names if c in RESERVED_COLUMNS]
-        if reserved:
-            raise ReservedColumnError(
-                f"output_schema of operator {self.operator.name!r} uses the column "
-                f"{reserved[0]!r}, which objectspace reserves (reserved: "
-                f"{', '.join(RESERVED_COLUMNS)})"
-            )
+        check_output_columns(struct.names, "output_schema", self.operator.name)
         full = StructType([*struct.fields, StructField(_RECEIPT, BinaryType(), True)])
         return full, to_arrow_schema(full)
 
     def _plan_base(self, checkpoint_id: int) -> tuple[int | None, bool]:
         """The checkpoint this batch runs on top of, and whether it is a replay."""
-        infos = {c.checkpoint_id: c for c in self.job.checkpoint_info()}
-        last = self.job.last_checkpoint()
-        if last is None or checkpoint_id > last:
-            return last, False
-        info = infos.get(checkpoint_id)
-        if info is None:
-            raise CheckpointError(
-                f"cannot run checkpoint {checkpoint_id} of job {self.job.name!r}: checkpoint "
-                f"{last} is already committed and {checkpoint_id} is not a retained one"
-            )
-        if info.base is not None and info.base not in infos:
-            raise CheckpointError(
-                f"cannot replay checkpoint {checkpoint_id} of job {self.job.name!r}: it was "
-                f"made on top of checkpoint {info.base}, which is no longer retained"
-            )
-        return info.base, True
+        return plan_base(self.job, checkpoint_id)
 
     def process(
         self, df: DataFrame, checkpoint_id: int, *, parallelism: int | None = None
@@ -228,18 +210,7 @@ class StatefulRunner:
             p = _check_parallelism(self.parallelism, max_kg)
         else:
             p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
-        reserved = [c for c in df.columns if c in RESERVED_COLUMNS]
-        if reserved:
-            raise ReservedColumnError(
-                f"input of operator {self.operator.name!r} has the column {reserved[0]!r}, "
-                f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): "
-                "drop or rename it before the batch"
-            )
-        missing = [c for c in (*self.key_columns, *self.order_columns) if c not in df.columns]
-        if missing:
-            raise ValueError(
-                f"input of {self.operator.name!r} lacks column(s) {missing}; it has {df.columns}"
-            )
+        check_input_columns(df.columns, self.key_columns, self.order_columns, self.operator.name)
         struct, arrow_schema = self._schemas(spark)
         base, replay = self._plan_base(checkpoint_id)
 
@@ -252,23 +223,24 @@ class StatefulRunner:
         routed = df.withColumn(
             _KG, F.expr(f"pmod(xxhash64({', '.join(key_exprs)}), {max_kg})").cast("int")
         ).withColumn(_INSTANCE, F.expr(spark_instance_expr(_KG, max_kg, p)).cast("int"))
-        task = _InstanceTask(
-            self.storage,
-            self.operator.info,
-            self.compaction,
-            self.fn,
-            checkpoint_id,
-            base,
-            p,
-            replay,
-            self.key_columns,
-            self.order_columns,
-            arrow_schema,
-            self.cache_instances,
-            self.snapshot_instances,
-            f"{self._application(spark)}/{self._token}",
-            self._snapshot_key,
+        plan = TaskPlan(
+            storage=self.storage,
+            info=self.operator.info,
+            compaction=self.compaction,
+            fn=self.fn,
+            checkpoint_id=checkpoint_id,
+            base=base,
+            parallelism=p,
+            replay=replay,
+            key_columns=self.key_columns,
+            order_columns=self.order_columns,
+            output_columns=tuple(struct.names),
+            use_cache=self.cache_instances,
+            use_snapshots=self.snapshot_instances,
+            owner=f"{self._application(spark)}/{self._token}",
+            snapshot_key=self._snapshot_key,
         )
+        task = _InstanceTask(plan, arrow_schema)
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
@@ -288,12 +260,7 @@ class StatefulRunner:
         receipts: list[Receipt] = []
         batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
         for blob in packed:
-            receipt, stats = _unpack_receipt(blob)
-            if receipt is not None:
-                receipts.append(receipt)
-                batch.bytes_written += receipt.bytes_written
-                batch.rows_written += receipt.rows_written
-            batch.tasks.append(stats)
+            add_task(batch, receipts, *_unpack_receipt(blob))
         commit_started = time.perf_counter()
         if not replay:
             batch.committed = self.job.commit(checkpoint_id, receipts)
@@ -301,18 +268,7 @@ class StatefulRunner:
                 self.job.retain(self.retain)
         batch.seconds_commit = time.perf_counter() - commit_started
         batch.seconds_tasks = tasks_seconds
-        batch.instances = len(batch.tasks)
-        for stats in batch.tasks:
-            batch.keys += stats.keys
-            batch.rows_in += stats.rows_in
-            batch.rows_out += stats.rows_out
-            batch.rows_read += stats.rows_read
-            batch.cached_instances += stats.cached
-            batch.snapshot_instances += stats.snapshot
-            batch.seconds_restore += stats.seconds_restore
-            batch.seconds_process += stats.seconds_process
-            batch.seconds_save += stats.seconds_save
-            batch.seconds_snapshot += stats.seconds_snapshot
+        sum_tasks(batch)
         batch.seconds_total = time.perf_counter() - started
         self.last_batch = batch
         self.history.append(batch)

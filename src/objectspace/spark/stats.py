@@ -5,64 +5,12 @@ statistics of a batch.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 from objectspace.checkpoint import Receipt
 from objectspace.errors import CheckpointError
+from objectspace.operators.execution import BatchStats, TaskStats
 
 __all__ = ["BatchStats", "TaskStats"]
-
-
-@dataclass
-class TaskStats:
-    """What one instance's task did in one batch.
-
-    ``cached``: the instance was not restored from storage but adopted from this worker's
-    memory or (``snapshot``) from a snapshot file another worker wrote. ``seconds_restore``
-    covers getting the instance (adopting, or restoring its key groups);
-    ``seconds_snapshot`` writing its snapshot after the save (``snapshot_bytes``).
-    """
-
-    index: int = 0
-    keys: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-    rows_read: int = 0
-    cached: bool = False
-    snapshot: bool = False
-    snapshot_bytes: int = 0
-    seconds_restore: float = 0.0
-    seconds_process: float = 0.0
-    seconds_save: float = 0.0
-    seconds_snapshot: float = 0.0
-    seconds_total: float = 0.0
-
-
-@dataclass
-class BatchStats:
-    """What one batch did, summed over its tasks."""
-
-    checkpoint_id: int
-    parallelism: int
-    replay: bool = False
-    committed: bool = False
-    instances: int = 0
-    keys: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-    bytes_written: int = 0
-    rows_written: int = 0
-    rows_read: int = 0
-    cached_instances: int = 0
-    snapshot_instances: int = 0
-    seconds_total: float = 0.0
-    seconds_commit: float = 0.0
-    seconds_tasks: float = 0.0
-    seconds_restore: float = 0.0
-    seconds_process: float = 0.0
-    seconds_save: float = 0.0
-    seconds_snapshot: float = 0.0
-    tasks: list[TaskStats] = field(default_factory=list)
 
 
 # -- receipts: how a task's receipt and stats reach the driver --------------------------------

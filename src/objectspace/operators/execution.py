@@ -1,0 +1,370 @@
+"""How a batch runs, without Spark: the per-instance loop and the driver's per-batch steps.
+
+The Spark runner (:mod:`objectspace.spark`) and :func:`objectspace.testing.simulate` both
+run a batch through this module, so a function tested with ``simulate`` sees exactly what it
+sees under Spark. Rows are plain dicts; nothing here imports pyspark, pandas or pyarrow.
+
+Executor side: a :class:`TaskPlan` (frozen, pickled to the executors) says what to run;
+:func:`group_rows` groups an instance's rows by key, :func:`run_instance` feeds each key its
+rows in ``order_by`` order with its :class:`~objectspace.operators.KeyState`, collects the
+output rows (key columns filled in) and saves the instance as pending checkpoint N, giving
+its receipt and :class:`TaskStats`.
+
+Driver side: :func:`plan_base` picks the checkpoint a batch runs on (and tells a replay),
+:func:`add_task` gathers the tasks' receipts and stats into a :class:`BatchStats`,
+:func:`sum_tasks` totals them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from objectspace.checkpoint import CompactionPolicy, Instance, Job, Operator, Receipt, Storage
+from objectspace.errors import CheckpointError, ObjectSpaceError, ReservedColumnError
+from objectspace.operators.state import KeyState
+from objectspace.storage.contract import OperatorInfo
+
+__all__ = [
+    "INSTANCE_COLUMN",
+    "KEY_GROUP_COLUMN",
+    "RECEIPT_COLUMN",
+    "RESERVED_COLUMNS",
+    "BatchStats",
+    "StatefulFunction",
+    "TaskPlan",
+    "TaskStats",
+    "add_task",
+    "check_input_columns",
+    "check_output_columns",
+    "check_parallelism",
+    "check_retain",
+    "column_names",
+    "finish_task",
+    "group_rows",
+    "order_rows",
+    "plan_base",
+    "run_instance",
+    "sum_tasks",
+]
+
+StatefulFunction = Callable[[Any, list[dict[str, Any]], KeyState], Iterable[Mapping[str, Any]]]
+"""``fn(key, rows, state)``: a function or an operator of :mod:`objectspace.operators`."""
+
+KEY_GROUP_COLUMN = "__os_kg"
+INSTANCE_COLUMN = "__os_instance"
+RECEIPT_COLUMN = "__os_receipt"
+RESERVED_COLUMNS = (KEY_GROUP_COLUMN, INSTANCE_COLUMN, RECEIPT_COLUMN)
+"""Column names the runner adds to a batch: an input, an output row or an output_schema
+that uses one is refused with :class:`~objectspace.errors.ReservedColumnError`."""
+
+Row = dict[str, Any]
+
+
+def column_names(value: str | Sequence[str], what: str) -> tuple[str, ...]:
+    """``key``/``order_by`` as a tuple of column names (``what`` names the argument)."""
+    cols = (value,) if isinstance(value, str) else tuple(value)
+    if not cols or not all(isinstance(c, str) and c for c in cols):
+        raise ValueError(
+            f"{what} must be a column name or a non-empty list of names, not {value!r}"
+        )
+    return cols
+
+
+def check_parallelism(parallelism: object, max_key_groups: int) -> int:
+    """``parallelism`` if it is an int in ``1..max_key_groups``, else :class:`ValueError`."""
+    if type(parallelism) is not int or not 1 <= parallelism <= max_key_groups:
+        raise ValueError(
+            f"parallelism must be an int in 1..{max_key_groups} (max_key_groups), "
+            f"not {parallelism!r}"
+        )
+    return parallelism
+
+
+def check_retain(retain: int | None) -> None:
+    """Refuse a ``retain`` that would drop the checkpoint a replay needs."""
+    if retain is not None and retain < 2:
+        raise ValueError(
+            f"retain must keep at least 2 checkpoints (replays need the one "
+            f"before the last), not {retain}"
+        )
+
+
+def check_input_columns(
+    columns: Sequence[str],
+    key_columns: Sequence[str],
+    order_columns: Sequence[str],
+    operator: str,
+) -> None:
+    """Refuse an input with a reserved column (:class:`ReservedColumnError`) or without a
+    key or order column (:class:`ValueError`), before any state changes."""
+    reserved = [c for c in columns if c in RESERVED_COLUMNS]
+    if reserved:
+        raise ReservedColumnError(
+            f"input of operator {operator!r} has the column {reserved[0]!r}, "
+            f"which objectspace reserves (reserved: {', '.join(RESERVED_COLUMNS)}): "
+            "drop or rename it before the batch"
+        )
+    missing = [c for c in (*key_columns, *order_columns) if c not in columns]
+    if missing:
+        raise ValueError(f"input of {operator!r} lacks column(s) {missing}; it has {columns}")
+
+
+def check_output_columns(columns: Sequence[str], what: str, operator: str) -> None:
+    """Refuse output columns (``what``: where they come from) with a reserved name."""
+    reserved = [c for c in columns if c in RESERVED_COLUMNS]
+    if reserved:
+        raise ReservedColumnError(
+            f"{what} of operator {operator!r} uses the column "
+            f"{reserved[0]!r}, which objectspace reserves (reserved: "
+            f"{', '.join(RESERVED_COLUMNS)})"
+        )
+
+
+@dataclass
+class TaskStats:
+    """What one instance's task did in one batch.
+
+    ``cached``: the instance was not restored from storage but adopted from this worker's
+    memory or (``snapshot``) from a snapshot file another worker wrote. ``seconds_restore``
+    covers getting the instance (adopting, or restoring its key groups);
+    ``seconds_snapshot`` writing its snapshot after the save (``snapshot_bytes``).
+    """
+
+    index: int = 0
+    keys: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_read: int = 0
+    cached: bool = False
+    snapshot: bool = False
+    snapshot_bytes: int = 0
+    seconds_restore: float = 0.0
+    seconds_process: float = 0.0
+    seconds_save: float = 0.0
+    seconds_snapshot: float = 0.0
+    seconds_total: float = 0.0
+
+
+@dataclass
+class BatchStats:
+    """What one batch did, summed over its tasks."""
+
+    checkpoint_id: int
+    parallelism: int
+    replay: bool = False
+    committed: bool = False
+    instances: int = 0
+    keys: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes_written: int = 0
+    rows_written: int = 0
+    rows_read: int = 0
+    cached_instances: int = 0
+    snapshot_instances: int = 0
+    seconds_total: float = 0.0
+    seconds_commit: float = 0.0
+    seconds_tasks: float = 0.0
+    seconds_restore: float = 0.0
+    seconds_process: float = 0.0
+    seconds_save: float = 0.0
+    seconds_snapshot: float = 0.0
+    tasks: list[TaskStats] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlan:
+    """Everything the tasks of one batch need, fixed by the driver and pickled to them.
+
+    ``output_columns``: the columns an output row may have (``None``: any). ``use_cache``,
+    ``use_snapshots``, ``owner`` and ``snapshot_key`` concern the Spark workers' instance
+    cache and snapshot files only (see :mod:`objectspace.spark`); ``snapshot_key`` (at
+    least 32 random bytes, the runner's secret) authenticates the snapshots: without one,
+    none is written or read.
+    """
+
+    storage: Storage
+    info: OperatorInfo
+    compaction: CompactionPolicy
+    fn: StatefulFunction
+    checkpoint_id: int
+    base: int | None
+    parallelism: int
+    replay: bool
+    key_columns: tuple[str, ...]
+    order_columns: tuple[str, ...]
+    output_columns: tuple[str, ...] | None = None
+    use_cache: bool = False
+    use_snapshots: bool = False
+    owner: str = ""
+    snapshot_key: bytes = b""
+
+    def restore(self, index: int) -> Instance:
+        """Instance ``index`` of this batch, restored from storage as of :attr:`base`."""
+        return self.operator().instance(
+            index, self.parallelism, checkpoint=-1 if self.base is None else self.base
+        )
+
+    def operator(self) -> Operator:
+        """The operator this plan runs."""
+        return Operator(self.storage.job(self.info.job), self.info, self.compaction, None)
+
+
+def plan_base(job: Job, checkpoint_id: int) -> tuple[int | None, bool]:
+    """The checkpoint batch ``checkpoint_id`` of ``job`` runs on top of, and whether it is
+    a replay (a checkpoint already committed: it runs on the one it was made on and
+    commits nothing)."""
+    infos = {c.checkpoint_id: c for c in job.checkpoint_info()}
+    last = job.last_checkpoint()
+    if last is None or checkpoint_id > last:
+        return last, False
+    info = infos.get(checkpoint_id)
+    if info is None:
+        raise CheckpointError(
+            f"cannot run checkpoint {checkpoint_id} of job {job.name!r}: checkpoint "
+            f"{last} is already committed and {checkpoint_id} is not a retained one"
+        )
+    if info.base is not None and info.base not in infos:
+        raise CheckpointError(
+            f"cannot replay checkpoint {checkpoint_id} of job {job.name!r}: it was "
+            f"made on top of checkpoint {info.base}, which is no longer retained"
+        )
+    return info.base, True
+
+
+def order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
+    """Sort one key's rows by ``order_columns`` in place (``None`` last); ties (rare) by
+    the whole row, so every attempt sees one order whatever order the rows came in."""
+
+    def by_order(r: Row) -> tuple[Any, ...]:
+        return tuple((r[c] is None, r[c]) for c in order_columns)
+
+    keys = [by_order(r) for r in rows]
+    if len(set(keys)) == len(keys):
+        rows.sort(key=by_order)
+    else:
+        rows.sort(key=lambda r: (by_order(r), repr(sorted(r.items()))))
+
+
+def group_rows(
+    rows: Iterable[Row], key_columns: Sequence[str], key_group: Callable[[Row, Any], int]
+) -> dict[tuple[int, Any], list[Row]]:
+    """An instance's rows per (key group, key); ``key_group(row, key)`` gives the key
+    group of a row (and may remove helper columns from it)."""
+    single = len(key_columns) == 1
+    first = key_columns[0]
+    groups: dict[tuple[int, Any], list[Row]] = {}
+    for row in rows:
+        key = row[first] if single else tuple(row[c] for c in key_columns)
+        group = key_group(row, key)
+        bucket = groups.get((group, key))
+        if bucket is None:
+            bucket = groups[(group, key)] = []
+        bucket.append(row)
+    return groups
+
+
+def run_instance(
+    plan: TaskPlan,
+    instance: Instance,
+    groups: dict[tuple[int, Any], list[Row]],
+    stats: TaskStats,
+    restore: float = 0.0,
+) -> tuple[list[Row], Receipt | None]:
+    """Run ``instance`` over its rows (grouped by :func:`group_rows`) and save it as
+    pending checkpoint ``plan.checkpoint_id`` (not in a replay). Returns the output rows
+    and the receipt; fills ``stats`` (``seconds_restore`` adds ``restore``, the seconds
+    spent getting the instance).
+
+    Keys run by key group, then by ``repr(key)``; each key gets its rows in ``order_by``
+    order, and its output rows follow in the order the function yields them, key columns
+    filled in where missing.
+    """
+    rows_read = instance.rows_read
+    stats.rows_in = sum(len(rows) for rows in groups.values())
+    stats.keys = len(groups)
+    key_columns = plan.key_columns
+    single = len(key_columns) == 1
+    first = key_columns[0]
+    t0 = time.perf_counter()
+    instance.preload({key_group for key_group, _ in groups})
+    restore += time.perf_counter() - t0
+    names = None if plan.output_columns is None else set(plan.output_columns)
+    out: list[Row] = []
+    for (key_group, key), key_rows in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))
+    ):
+        if len(key_rows) > 1:
+            order_rows(key_rows, plan.order_columns)
+        t0 = time.perf_counter()
+        space = instance.space(key_group)
+        restore += time.perf_counter() - t0
+        for produced in plan.fn(key, key_rows, KeyState.for_key(space, key)):
+            row = dict(produced)
+            if single:
+                row.setdefault(first, key)
+            else:
+                for column, part in zip(key_columns, key, strict=True):
+                    row.setdefault(column, part)
+            if RECEIPT_COLUMN in row:
+                raise ReservedColumnError(
+                    f"operator {plan.info.name!r}: output row of key {key!r} has the "
+                    f"column {RECEIPT_COLUMN!r}, which objectspace reserves for its receipts "
+                    "(drop it from the rows the function yields)"
+                )
+            if names is not None and not names.issuperset(row):
+                extra = sorted(row.keys() - names)
+                declared = [c for c in plan.output_columns or () if c != RECEIPT_COLUMN]
+                raise ObjectSpaceError(
+                    f"operator {plan.info.name!r}: output row {row!r} of key {key!r} has "
+                    f"fields {extra} that output_schema does not declare "
+                    f"({', '.join(declared)})"
+                )
+            out.append(row)
+    stats.rows_out = len(out)
+    stats.seconds_restore = restore
+    stats.rows_read = instance.rows_read - rows_read
+    t0 = time.perf_counter()
+    receipt: Receipt | None = None
+    if not plan.replay:
+        receipt = instance.save(plan.checkpoint_id)
+    stats.seconds_save = time.perf_counter() - t0
+    return out, receipt
+
+
+def finish_task(stats: TaskStats, started: float) -> None:
+    """Set the task's total and processing time once everything it does is done."""
+    stats.seconds_total = time.perf_counter() - started
+    stats.seconds_process = (
+        stats.seconds_total - stats.seconds_save - stats.seconds_snapshot - stats.seconds_restore
+    )
+
+
+def add_task(
+    batch: BatchStats, receipts: list[Receipt], receipt: Receipt | None, stats: TaskStats
+) -> None:
+    """Gather one task's receipt (into ``receipts``) and stats (into ``batch``)."""
+    if receipt is not None:
+        receipts.append(receipt)
+        batch.bytes_written += receipt.bytes_written
+        batch.rows_written += receipt.rows_written
+    batch.tasks.append(stats)
+
+
+def sum_tasks(batch: BatchStats) -> None:
+    """Total the tasks' stats into ``batch``."""
+    batch.instances = len(batch.tasks)
+    for stats in batch.tasks:
+        batch.keys += stats.keys
+        batch.rows_in += stats.rows_in
+        batch.rows_out += stats.rows_out
+        batch.rows_read += stats.rows_read
+        batch.cached_instances += stats.cached
+        batch.snapshot_instances += stats.snapshot
+        batch.seconds_restore += stats.seconds_restore
+        batch.seconds_process += stats.seconds_process
+        batch.seconds_save += stats.seconds_save
+        batch.seconds_snapshot += stats.seconds_snapshot

@@ -1,0 +1,235 @@
+"""Run a stateful function or operator over a list of batches without Spark, as the runner would.
+
+:func:`simulate` is the unit-test harness for ``fn(key, rows, state)`` functions and the
+operators of :mod:`objectspace.operators`: no Spark, no pyarrow, milliseconds per batch::
+
+    from objectspace.testing import simulate
+
+    sim = simulate(fn, [[{"k": 1, "ts": 1, "v": 2.0}], [{"k": 1, "ts": 2, "v": 3.0}]],
+                   key="k", order_by="ts", parallelism={0: 1, 1: 4}, replay=(1,))
+    assert sim.outputs[1] == [...]
+    assert sim.state(1).value("total").value == 5.0
+
+Each batch runs through the same code as a :class:`~objectspace.spark.StatefulRunner`
+batch (:mod:`objectspace.operators.execution`): the driver plans the base checkpoint,
+rows are routed to key groups (``KeyGroups``, equal to the runner's ``xxhash64`` routing)
+and instances, each instance is restored from the storage as of the base, feeds each key
+its rows in ``order_by`` order, saves its edits as pending checkpoint ``i`` and hands back
+its receipt; the driver then commits checkpoint ``i`` and keeps ``retain`` checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from objectspace.checkpoint import CompactionPolicy, Job, Operator, Receipt, Storage, open_storage
+from objectspace.keygroups import KeyGroups, check_max_key_groups
+from objectspace.operators.execution import (
+    KEY_GROUP_COLUMN,
+    RECEIPT_COLUMN,
+    BatchStats,
+    StatefulFunction,
+    TaskPlan,
+    TaskStats,
+    add_task,
+    check_input_columns,
+    check_output_columns,
+    check_parallelism,
+    check_retain,
+    column_names,
+    finish_task,
+    group_rows,
+    plan_base,
+    run_instance,
+    sum_tasks,
+)
+from objectspace.operators.state import KeyState
+
+__all__ = ["Simulation", "simulate"]
+
+Row = dict[str, Any]
+
+
+@dataclass
+class Simulation:
+    """What :func:`simulate` ran: per batch its output rows and stats, and the state.
+
+    ``outputs[i]``: the output rows (dicts) of batch ``i``, key columns filled in where the
+    function left them out, in the runner's order: instances by index, within an instance
+    key groups ascending, within a key group keys by ``repr(key)``, and each key's rows in
+    the order the function yielded them. (Under Spark the instances' outputs may arrive in
+    another order; within an instance the order is this one.)
+    ``first_attempts[i]``: for a batch in ``replay``, the output of its first attempt,
+    whose save was never committed. ``stats[i]``: the :class:`BatchStats` of batch ``i``.
+    """
+
+    storage: Storage
+    job: Job
+    operator: Operator
+    key_columns: tuple[str, ...]
+    outputs: list[list[Row]] = field(default_factory=list)
+    stats: list[BatchStats] = field(default_factory=list)
+    first_attempts: dict[int, list[Row]] = field(default_factory=dict)
+
+    def state(self, key: Any) -> KeyState:
+        """The :class:`KeyState` of ``key`` (a tuple for a multi-column key) as of the last
+        committed batch, restored from the storage: read it as the function does (edits
+        are not saved anywhere)."""
+        instance = self.operator.instance(0, 1)
+        return KeyState.for_key(instance.space_for_key(key), key)
+
+    def close(self) -> None:
+        """Close the storage."""
+        self.storage.close()
+
+
+def _parallelism_of(parallelism: int | Mapping[int, int], batch: int) -> int:
+    if isinstance(parallelism, Mapping):
+        starts = [i for i in parallelism if i <= batch]
+        return parallelism[max(starts)] if starts else 1
+    return parallelism
+
+
+def simulate(
+    fn: StatefulFunction,
+    batches: Sequence[Iterable[Mapping[str, Any]]],
+    *,
+    key: str | Sequence[str],
+    order_by: str | Sequence[str],
+    max_key_groups: int = 128,
+    parallelism: int | Mapping[int, int] = 1,
+    replay: Iterable[int] = (),
+    storage: str | Storage | None = None,
+    job: str = "simulate",
+    operator: str = "simulate",
+    compaction: CompactionPolicy | None = None,
+    retain: int | None = 2,
+    output_columns: Sequence[str] | None = None,
+) -> Simulation:
+    """Run ``fn`` over ``batches`` (lists of row dicts; batch ``i`` is checkpoint ``i``)
+    exactly as :class:`~objectspace.spark.StatefulRunner` would, without Spark.
+
+    ``key``, ``order_by``, ``max_key_groups``, ``compaction`` and ``retain`` are the
+    runner's. ``parallelism``: an int, or ``{batch index: parallelism from that batch on}``
+    (batches before the first entry run at 1): a change restores the new instances' key
+    groups from the storage, as a restarted query would. ``replay``: batch indexes run
+    twice, the first attempt saved but never committed (a failed attempt), the second
+    committed; both outputs are kept. ``storage``: a storage URL or object (default: a
+    fresh ``memory://`` one); ``job``/``operator`` name the state in it, which must hold
+    no later checkpoint than the batches. ``output_columns`` (optional) plays the
+    runner's ``output_schema``: an output row with another column is refused, and every
+    output row gets every column (``None`` where missing).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
+    key_columns = column_names(key, "key")
+    order_columns = column_names(order_by, "order_by")
+    check_max_key_groups(max_key_groups)
+    if isinstance(parallelism, Mapping):
+        for batch_index, p in parallelism.items():
+            if type(batch_index) is not int or batch_index < 0:
+                raise ValueError(
+                    f"parallelism maps batch indexes (ints >= 0) to parallelism, not "
+                    f"{batch_index!r}"
+                )
+            check_parallelism(p, max_key_groups)
+    else:
+        check_parallelism(parallelism, max_key_groups)
+    replays = set(replay)
+    check_retain(retain)
+    columns = None
+    if output_columns is not None:
+        columns = column_names(output_columns, "output_columns")
+        check_output_columns(columns, "output_columns", operator)
+    all_rows = [[dict(r) for r in batch] for batch in batches]
+    for rows in all_rows:
+        for row in rows:
+            check_input_columns(list(row), key_columns, order_columns, operator)
+    if storage is None:
+        storage = f"memory://simulate-{uuid.uuid4().hex}"
+    store = open_storage(storage) if isinstance(storage, str) else storage
+    the_job = store.job(job)
+    the_operator = the_job.operator(operator, max_key_groups, compaction=compaction)
+    the_job.fence()
+    sim = Simulation(store, the_job, the_operator, key_columns)
+    groups = KeyGroups(max_key_groups)
+    for i, rows in enumerate(all_rows):
+        p = _parallelism_of(parallelism, i)
+        if i in replays:
+            out, _ = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, False)
+            sim.first_attempts[i] = out
+        out, stats = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, True)
+        sim.outputs.append(out)
+        sim.stats.append(stats)
+        if not stats.replay and retain is not None:
+            the_job.retain(retain)
+    return sim
+
+
+def _pop_key_group(row: Row, key: Any) -> int:
+    return int(row.pop(KEY_GROUP_COLUMN))
+
+
+def _run_batch(
+    sim: Simulation,
+    fn: StatefulFunction,
+    rows: list[Row],
+    checkpoint_id: int,
+    parallelism: int,
+    groups: KeyGroups,
+    columns: tuple[str, ...] | None,
+    order_columns: tuple[str, ...],
+    commit: bool,
+) -> tuple[list[Row], BatchStats]:
+    """One attempt of one batch, as ``StatefulRunner.process`` runs it; committed when
+    ``commit`` (and not a replay of a committed checkpoint)."""
+    started = time.perf_counter()
+    base, replay = plan_base(sim.job, checkpoint_id)
+    plan = TaskPlan(
+        storage=sim.storage,
+        info=sim.operator.info,
+        compaction=sim.operator.compaction,
+        fn=fn,
+        checkpoint_id=checkpoint_id,
+        base=base,
+        parallelism=parallelism,
+        replay=replay,
+        key_columns=sim.key_columns,
+        order_columns=order_columns,
+        output_columns=None if columns is None else (*columns, RECEIPT_COLUMN),
+    )
+    single = len(sim.key_columns) == 1
+    by_instance: dict[int, list[Row]] = {}
+    for row in copy.deepcopy(rows):
+        key = row[sim.key_columns[0]] if single else tuple(row[c] for c in sim.key_columns)
+        key_group = row[KEY_GROUP_COLUMN] = groups.key_group(key)
+        by_instance.setdefault(groups.instance_of(key_group, parallelism), []).append(row)
+    batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=parallelism, replay=replay)
+    receipts: list[Receipt] = []
+    out: list[Row] = []
+    tasks_started = time.perf_counter()
+    for index in sorted(by_instance):
+        task_started = time.perf_counter()
+        stats = TaskStats(index=index)
+        instance = plan.restore(index)
+        restore = time.perf_counter() - task_started
+        grouped = group_rows(by_instance[index], plan.key_columns, _pop_key_group)
+        produced, receipt = run_instance(plan, instance, grouped, stats, restore)
+        finish_task(stats, task_started)
+        add_task(batch, receipts, receipt, stats)
+        out.extend(produced)
+    batch.seconds_tasks = time.perf_counter() - tasks_started
+    commit_started = time.perf_counter()
+    if commit and not replay:
+        batch.committed = sim.job.commit(checkpoint_id, receipts)
+    batch.seconds_commit = time.perf_counter() - commit_started
+    sum_tasks(batch)
+    batch.seconds_total = time.perf_counter() - started
+    if columns is not None:
+        out = [{c: row.get(c) for c in columns} for row in out]
+    return out, batch
