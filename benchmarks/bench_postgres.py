@@ -27,8 +27,8 @@ from typing import Any
 import objectspace as osp
 from benchmarks.common import fmt_bytes, fmt_ms, median, parse_args, print_table, record, status
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from servers import start_postgres
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.servers import start_postgres
 
 MAX_KG = 128
 ENTRIES = 10
