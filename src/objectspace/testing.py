@@ -42,6 +42,7 @@ from objectspace.operators.execution import (
     check_parallelism,
     check_retain,
     column_names,
+    commit_batch,
     finish_task,
     group_rows,
     plan_base,
@@ -161,13 +162,11 @@ def simulate(
     for i, rows in enumerate(all_rows):
         p = _parallelism_of(parallelism, i)
         if i in replays:
-            out, _ = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, False)
+            out, _ = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, False, retain)
             sim.first_attempts[i] = out
-        out, stats = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, True)
+        out, stats = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, True, retain)
         sim.outputs.append(out)
         sim.stats.append(stats)
-        if not stats.replay and retain is not None:
-            the_job.retain(retain)
     return sim
 
 
@@ -185,6 +184,7 @@ def _run_batch(
     columns: tuple[str, ...] | None,
     order_columns: tuple[str, ...],
     commit: bool,
+    retain: int | None,
 ) -> tuple[list[Row], BatchStats]:
     """One attempt of one batch, as ``StatefulRunner.process`` runs it; committed when
     ``commit`` (and not a replay of a committed checkpoint)."""
@@ -224,10 +224,8 @@ def _run_batch(
         add_task(batch, receipts, receipt, stats)
         out.extend(produced)
     batch.seconds_tasks = time.perf_counter() - tasks_started
-    commit_started = time.perf_counter()
-    if commit and not replay:
-        batch.committed = sim.job.commit(checkpoint_id, receipts)
-    batch.seconds_commit = time.perf_counter() - commit_started
+    if commit:
+        commit_batch(sim.job, batch, receipts, retain)
     sum_tasks(batch)
     batch.seconds_total = time.perf_counter() - started
     if columns is not None:

@@ -25,6 +25,7 @@ from objectspace.operators.execution import (
     check_input_columns,
     check_output_columns,
     check_retain,
+    commit_batch,
     plan_base,
     sum_tasks,
 )
@@ -261,12 +262,7 @@ class StatefulRunner:
         batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
         for blob in packed:
             add_task(batch, receipts, *_unpack_receipt(blob))
-        commit_started = time.perf_counter()
-        if not replay:
-            batch.committed = self.job.commit(checkpoint_id, receipts)
-            if self.retain is not None:
-                self.job.retain(self.retain)
-        batch.seconds_commit = time.perf_counter() - commit_started
+        commit_batch(self.job, batch, receipts, self.retain)
         batch.seconds_tasks = tasks_seconds
         sum_tasks(batch)
         batch.seconds_total = time.perf_counter() - started
