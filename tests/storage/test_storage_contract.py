@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import pickle
 import sqlite3
+import subprocess
+import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import objectspace as osp
+from objectspace.storage.sql.sqlite_files import check_sqlite_file, connect_sqlite
 from objectspace.tables import WriterStatus
 
 FULL = osp.CheckpointKind.FULL
@@ -447,6 +450,30 @@ def test_sqlite_commits_are_visible_to_another_store_on_the_same_file(tmp_path: 
     assert reader_store.dump() == {"t2": SEEDED["t2"]}
     writer_store.close()
     reader_store.close()
+
+
+def test_checking_a_file_in_use_keeps_its_connections_commits(tmp_path: Path) -> None:
+    """Opening a second store on a file this process uses must not drop the first one's
+    file locks: without them, another process that closes its connection takes itself for
+    the last one and deletes the WAL under the first connection, whose commits are lost."""
+    path = str(tmp_path / "shared.db")
+    check_sqlite_file(path, "space_meta")  # a new file: nothing to check
+    first = connect_sqlite(path)
+    first.execute("CREATE TABLE space_meta (x)")
+    first.execute("INSERT INTO space_meta VALUES (1)")
+    check_sqlite_file(path, "space_meta")  # what a second store does before it connects
+    other = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('INSERT INTO space_meta VALUES (2)'); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", other, path], check=True, timeout=60)
+    first.execute("INSERT INTO space_meta VALUES (3)")
+    fresh = sqlite3.connect(path)
+    try:
+        assert fresh.execute("SELECT x FROM space_meta ORDER BY x").fetchall() == [(1,), (2,), (3,)]
+    finally:
+        fresh.close()
+        first.close()
 
 
 def test_sqlite_newer_schema_version_raises(tmp_path: Path) -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
+import weakref
 from pathlib import Path
 
 from objectspace.errors import StorageError
+from objectspace.storage import forks
 
 __all__ = ["PAGE_SIZE", "check_sqlite_file", "connect_sqlite"]
 
@@ -47,40 +50,80 @@ def check_sqlite_file(path: str, marker: str) -> None:
         raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
     if stat.st_size == 0:
         return
-    # Checked once per process and file: the check opens and closes the file, and closing
-    # any descriptor of a file drops every POSIX lock this process holds on it, including
-    # those of a live SQLite connection to it (a second storage object opening a file this
-    # process uses already would let another process reset the WAL under that connection).
-    identity = (stat.st_dev, stat.st_ino, marker)
-    if identity in _CHECKED:
-        return
-    _check_file(path, marker, want)
-    _CHECKED.add(identity)
+    # The check opens and closes the file, and closing any descriptor of a file drops every
+    # POSIX lock this process holds on it, including those of a live SQLite connection to it.
+    # Without its locks, another process that closes its connection believes it is the last
+    # one, copies the WAL back and deletes it under the live connection, whose later commits
+    # are then lost. So a file this process has open through connect_sqlite is read only
+    # through SQLite, which shares one descriptor per file among a process's connections.
+    with _OPEN_LOCK:
+        in_use = bool(_OPEN.get((stat.st_dev, stat.st_ino)))
+    _check_file(path, marker, want, in_use=in_use)
 
 
-# Files (device, inode, marker) that passed check_sqlite_file in this process.
-_CHECKED: set[tuple[int, int, str]] = set()
+# (device, inode) → how many connections from connect_sqlite this process has open on it.
+_OPEN: dict[tuple[int, int], int] = {}
+_OPEN_LOCK = threading.Lock()
 
 
-def _check_file(path: str, marker: str, want: str) -> None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(_HEADER))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
-    if head != _HEADER:
-        raise StorageError(
-            f"{path!r} is not a SQLite database, so not {want}; objectspace leaves it unchanged "
-            "(give a new path, or an empty file, to create one)"
-        )
-    try:
-        # Without a WAL beside it, read the file as immutable: no lock, and no -wal/-shm
-        # files created. With one (a WAL database in use), read through it: the schema may
-        # not be in the main file yet, and the -shm file is there already.
+def _opened(conn: sqlite3.Connection, path: str) -> None:
+    stat = os.stat(path)
+    key = (stat.st_dev, stat.st_ino)
+    with _OPEN_LOCK:
+        _OPEN[key] = _OPEN.get(key, 0) + 1
+    conn._release = weakref.finalize(conn, _closed, key)  # type: ignore[attr-defined]
+
+
+def _closed(key: tuple[int, int]) -> None:
+    with _OPEN_LOCK:
+        left = _OPEN.get(key, 0) - 1
+        if left > 0:
+            _OPEN[key] = left
+        else:
+            _OPEN.pop(key, None)
+
+
+def _forget_open_files() -> None:
+    """In a forked child: it holds none of its parent's locks (POSIX locks are not inherited),
+    so closing a descriptor there drops nothing; the inherited connections are abandoned."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+    _OPEN.clear()
+
+
+forks.on_fork_in_child(_forget_open_files)
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that tells :func:`check_sqlite_file` when its file is no longer open."""
+
+    def close(self) -> None:
+        super().close()
+        release = getattr(self, "_release", None)
+        if release is not None:
+            release()
+
+
+def _check_file(path: str, marker: str, want: str, *, in_use: bool = False) -> None:
+    if not in_use:  # a file this process has open is a SQLite database
         try:
-            wal = os.path.getsize(path + "-wal") > 0
+            with open(path, "rb") as f:
+                head = f.read(len(_HEADER))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(f"cannot open {path!r} as {want}: {exc}") from exc
+        if head != _HEADER:
+            raise StorageError(
+                f"{path!r} is not a SQLite database, so not {want}; objectspace leaves it "
+                "unchanged (give a new path, or an empty file, to create one)"
+            )
+    try:
+        # Without a WAL beside it (and not open in this process), read the file as immutable:
+        # no lock, and no -wal/-shm files created. With one (a WAL database in use), read
+        # through it: the schema may not be in the main file yet, and the -shm file is there.
+        try:
+            wal = in_use or os.path.getsize(path + "-wal") > 0
         except OSError:
             wal = False
         mode = "?mode=ro" if wal else "?mode=ro&immutable=1"
@@ -138,7 +181,9 @@ def connect_sqlite(
     if not os.path.isdir(parent):
         raise StorageError(f"cannot open SQLite store {path!r}: folder {parent!r} does not exist")
     try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=60, factory=_Connection
+        )
         conn.execute(f"PRAGMA page_size={int(page_size)}")  # before WAL fixes the layout
         _enable_wal(conn)
         conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
@@ -149,6 +194,7 @@ def connect_sqlite(
         # A checkpoint touches pages all over the file: keep them cached between commits
         # (SQLite's default cache is 2 MB; this is an upper bound, used only as needed).
         conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        _opened(conn, path)
     except sqlite3.Error as exc:
         raise StorageError(f"cannot open SQLite store {path!r}: {exc}") from exc
     return conn
