@@ -83,7 +83,7 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         if not self._registered:
             self._touch()
         self._data[key] = value
-        try:
+        try:  # inline, not self._track(key): the hottest path of a dict
             self._dirty.add(key)
         except BaseException:
             self._rewrite_all()
@@ -94,11 +94,7 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         if not self._registered:
             self._touch()
         del self._data[key]
-        try:
-            self._dirty.add(key)
-        except BaseException:
-            self._rewrite_all()
-            raise
+        self._track(key)
 
     def _rewrite_all(self) -> None:
         """Track the whole dict for rewriting: one table delete, then every key. O(n).

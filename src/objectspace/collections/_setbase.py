@@ -47,7 +47,7 @@ class _SetBase(KeyedObject, MutableSet[Any]):
             if not self._registered:
                 self._touch()
             self._data.add(value)
-            try:
+            try:  # inline, not self._track_edit(value, True): the hottest path of a set
                 self._dirty.add(value)
                 if type(value) not in PLAIN_KEY_TYPES:
                     self._spell[value] = value
@@ -61,13 +61,22 @@ class _SetBase(KeyedObject, MutableSet[Any]):
             if not self._registered:
                 self._touch()
             self._data.discard(value)
-            try:
-                self._dirty.add(value)
-                if self._spell:
-                    self._spell.pop(value, None)
-            except BaseException:
-                self._rewrite_all()
-                raise
+            self._track_edit(value, False)
+
+    def _track_edit(self, value: Any, added: bool) -> None:
+        """Track ``value``, just added or removed: its row, and its spelling (kept for an
+        added value of a type not in ``PLAIN_KEY_TYPES``). When tracking raises after the
+        edit was made, the whole set is tracked for rewriting and the error raised."""
+        try:
+            self._dirty.add(value)
+            if added:
+                if type(value) not in PLAIN_KEY_TYPES:
+                    self._spell[value] = value
+            elif self._spell:
+                self._spell.pop(value, None)
+        except BaseException:
+            self._rewrite_all()
+            raise
 
     def _rewrite_all(self) -> None:
         """Track the whole set for rewriting: one table delete, then every element. O(n).

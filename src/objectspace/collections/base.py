@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -389,3 +389,45 @@ class KeyedObject(PersistedObject):
         """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
         bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
         raise NotImplementedError
+
+    def _track(self, key: Any) -> None:
+        """Track ``key``, just set or removed, for the next save. When tracking raises (its
+        ``__eq__`` raised against a removed key that is still tracked) after the edit was
+        made, the whole object is tracked for rewriting instead, and the error raised."""
+        try:
+            self._dirty.add(key)
+        except BaseException:
+            self._rewrite_all()
+            raise
+
+    def _rewrite_all(self) -> None:
+        """Track the whole object for rewriting: one table delete, then every key. O(n)."""
+        raise NotImplementedError
+
+
+class SortedOrder:
+    """Position and range access shared by the sorted set and the sorted dict (whose
+    ``_data`` is a ``sortedcontainers`` ``SortedSet``/``SortedDict``)."""
+
+    __slots__ = ()
+    _data: Any
+
+    def irange(
+        self,
+        minimum: Any = None,
+        maximum: Any = None,
+        inclusive: tuple[bool, bool] = (True, True),
+        reverse: bool = False,
+    ) -> Iterator[Any]:
+        """Elements (keys of a dict) between ``minimum`` and ``maximum`` (``None``:
+        unbounded), ascending unless ``reverse``. O(log n + k)."""
+        return iter(self._data.irange(minimum, maximum, inclusive, reverse))
+
+    def index(self, value: Any) -> int:
+        """The position of ``value`` (a key of a dict) in ascending order; ``ValueError``
+        if absent. O(log n)."""
+        return int(self._data.index(value))
+
+    def __reversed__(self) -> Iterator[Any]:
+        backwards: Iterator[Any] = reversed(self._data)
+        return backwards

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import (
     Callable,
     ItemsView,
-    Iterator,
     KeysView,
     ValuesView,
 )
@@ -18,11 +17,12 @@ from objectspace.tables import StateReader
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 from objectspace.collections._dictbase import _DictBase, _SortedItems, _SortedKeys, _SortedValues
+from objectspace.collections.base import SortedOrder
 
 __all__ = ["PersistedSortedDict"]
 
 
-class PersistedSortedDict(_DictBase):
+class PersistedSortedDict(SortedOrder, _DictBase):
     """A dict kept in ascending key order (keys must be mutually comparable).
 
     Get is O(1); set and delete O(log n); :meth:`peekitem` O(log n); :meth:`irange`
@@ -50,11 +50,7 @@ class PersistedSortedDict(_DictBase):
             if not dict.__contains__(data, key):
                 dict.__setitem__(data, key, value)
             raise
-        try:
-            self._dirty.add(key)
-        except BaseException:
-            self._rewrite_all()
-            raise
+        self._track(key)
 
     def keys(self) -> KeysView[Any]:
         """A read-only view of the keys, in order; indexable (``d.keys()[0]``)."""
@@ -73,16 +69,6 @@ class PersistedSortedDict(_DictBase):
         data = self._data
         return data.peekitem(data.index(slot))[0]
 
-    def irange(
-        self,
-        minimum: Any = None,
-        maximum: Any = None,
-        inclusive: tuple[bool, bool] = (True, True),
-        reverse: bool = False,
-    ) -> Iterator[Any]:
-        """Keys between ``minimum`` and ``maximum`` (``None``: unbounded), ascending."""
-        return iter(self._data.irange(minimum, maximum, inclusive, reverse))
-
     def peekitem(self, index: int = -1) -> tuple[Any, Any]:
         """The (key, value) pair at position ``index`` in key order (the last by default)."""
         return tuple(self._data.peekitem(index))
@@ -94,14 +80,6 @@ class PersistedSortedDict(_DictBase):
         key, value = self._data.peekitem(-1)
         del self[key]
         return key, value
-
-    def index(self, key: Any) -> int:
-        """The position of ``key`` in key order; ``ValueError`` if absent. O(log n)."""
-        return int(self._data.index(key))
-
-    def __reversed__(self) -> Iterator[Any]:
-        backwards: Iterator[Any] = reversed(self._data)
-        return backwards
 
     @classmethod
     def _load(
