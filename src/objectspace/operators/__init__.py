@@ -28,10 +28,14 @@ from objectspace.operators.library import (
     zip,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import Clock, TimeError, Timers, parse_duration
 
 __all__ = [
     "AGGREGATES",
+    "Clock",
     "KeyState",
+    "TimeError",
+    "Timers",
     "KeyedOperator",
     "Row",
     "aggregate",
@@ -40,6 +44,7 @@ __all__ = [
     "combine_latest",
     "distinct",
     "distinct_until_changed",
+    "parse_duration",
     "scan",
     "skip",
     "take",
