@@ -220,8 +220,11 @@ class KeyState:
         return isinstance(name, str) and bool(name) and self._id(name) in self._space
 
     def delete(self, name: str) -> None:
-        """Delete one object (``KeyError`` if it does not exist)."""
-        self._space.delete(self._id(name))
+        """Delete one object (``KeyError`` if it does not exist), and its TTL record."""
+        object_id = self._id(name)
+        self._space.delete(object_id)
+        if object_id + "%ttl" in self._space:
+            self._space.delete(object_id + "%ttl")
 
     def ids(self) -> Iterator[str]:
         """Ids of every object of this namespace, nested ones included. O(objects in space)."""

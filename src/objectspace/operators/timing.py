@@ -212,6 +212,12 @@ class Timers:
         """Register a timer at ``when`` (a datetime, naive meaning UTC, or int epoch ms);
         registering one that exists changes nothing. Writes O(1) rows."""
         ms = to_ms(when, "a timer's time")
+        clock = self._state.clock
+        if clock is not None and clock.mode is None:
+            raise TimeError(
+                f"{self._state!r}: timers need time_mode='event' or 'processing' "
+                "(this operator runs with time_mode=None)"
+            )
         own = self._own(True)
         assert own is not None
         if ms in own:
