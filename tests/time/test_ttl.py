@@ -245,3 +245,36 @@ def test_ttl_writes_are_o1_rows():
     batches = [[{"k": 1, "n": 2000, "b": 0}], [{"k": 1, "n": 1, "b": 1}]]
     sim = simulate(write, batches, key="k", order_by="n", batch_times=[0, 1000])
     assert sim.stats[1].rows_written < 12
+
+
+def test_no_time_state_is_kept_when_no_time_is_used():
+    def plain(key, rows, state):
+        state.dict("d")[rows[0]["ts"]] = 1
+        return []
+
+    sim = simulate(plain, [[{"k": 1, "ts": 1}], [{"k": 2, "ts": 2}]], key="k", order_by="ts")
+    assert [o.name for o in sim.job.operators()] == ["simulate"]
+    assert all(s.batch_time is not None and s.watermark is None for s in sim.stats)
+
+
+def test_ttl_queue_and_list_edits_keep_their_expiry_times():
+    space = ObjectSpace()
+
+    def at(t: int) -> KeyState:
+        return KeyState.for_key(space, "u", Clock("processing", batch_time=t))
+
+    q = at(0).queue("q", ttl="10 ms")
+    q.enqueue("a")
+    q.enqueue("b")
+    at(5).queue("q", ttl="10 ms").enqueue("c")
+    assert q.dequeue() == "a"  # the user's dequeue moves the front's expiry along
+    lst = at(0).list("l", ttl="10 ms")
+    lst.extend(["x", "y", "z"])
+    at(8).list("l", ttl="10 ms")[0] = "X"  # rewritten: expires at 18, not 10
+    at(8).list("l", ttl="10 ms").insert(1, "w")
+    assert expire(space, 10) == 1 + 2  # queue: b; list: y, z
+    assert list(space.get_queue("'u'/q")) == ["c"]
+    assert list(space.get_list("'u'/l")) == ["X", "w"]
+    assert expire(space, 15) == 1 and len(space.get_queue("'u'/q")) == 0
+    assert expire(space, 18) == 2 and len(space.get_list("'u'/l")) == 0
+    assert earliest(space) is None
