@@ -28,18 +28,23 @@ from objectspace.operators.library import (
     zip,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import Clock, TimeError, Timers, parse_duration
 
 __all__ = [
     "AGGREGATES",
+    "Clock",
     "KeyState",
     "KeyedOperator",
     "Row",
+    "TimeError",
+    "Timers",
     "aggregate",
     "buffer",
     "chain",
     "combine_latest",
     "distinct",
     "distinct_until_changed",
+    "parse_duration",
     "scan",
     "skip",
     "take",
