@@ -6,7 +6,7 @@
 * Catalog updates run in SERIALIZABLE transactions, retried on serialization failure and
   deadlock with exponential backoff and full jitter, up to ``max_retries``; retries are
   counted in :attr:`PostgresBackend.retries`.
-* Rows are loaded with ``COPY``; every user-given name is a query parameter, never SQL.
+* Blocks are loaded with ``COPY``; every user-given name is a query parameter, never SQL.
 * A process forked after the backend was used (Spark's Python daemon forks its workers)
   opens a pool of its own and leaves the parent's connections alone (``storage.forks``).
 
@@ -74,7 +74,7 @@ class _PgTx:
 
 
 class PostgresBackend(SQLBackend):
-    """Checkpoint catalog and rows in PostgreSQL (see the module docstring)."""
+    """Checkpoint catalog and blocks in PostgreSQL (see the module docstring)."""
 
     DIALECT = "postgresql"
 
@@ -228,11 +228,11 @@ class PostgresBackend(SQLBackend):
             except psycopg.Error as exc:
                 raise StorageError(f"{what} failed in {self!r}: {self._error(exc)}") from exc
 
-    def _insert_rows(self, tx: Tx, rows: list[tuple[int, int, bytes, bytes | None]]) -> None:
-        if not rows:
+    def _insert_blocks(self, tx: Tx, blocks: list[tuple[int, bytes]]) -> None:
+        if not blocks:
             return
         cur = tx.cur  # type: ignore[attr-defined]
-        with cur.copy("COPY ckpt_rows (write, tbl, key, value) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int8", "bytea", "bytea"])
-            for row in rows:
-                copy.write_row(row)
+        with cur.copy("COPY ckpt_blocks (write, data) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "bytea"])
+            for block in blocks:
+                copy.write_row(block)

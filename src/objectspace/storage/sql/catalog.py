@@ -11,15 +11,14 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 
+from objectspace.storage.blocks import Block
 from objectspace.storage.contract import Backend, WriteInfo
 
-__all__ = ["Part", "SegmentCatalog", "SegmentEntry"]
+__all__ = ["SegmentCatalog", "SegmentEntry"]
 
-Part = tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]
-"""One write's edits: the tables it deleted, and its rows (``None`` value: a delete)."""
-
-SegmentEntry = tuple[int, bool, int, int, int, int]
-"""A key group's part of a segment file: (key group, full, bytes, rows, offset, length)."""
+SegmentEntry = tuple[int, bool, int, int, int, int, int]
+"""A key group's block in a segment file: (key group, full, bytes, rows, offset, length,
+digest: the block's checksum)."""
 
 
 class SegmentCatalog(Backend):
@@ -57,20 +56,16 @@ class SegmentCatalog(Backend):
         the write its edits were made on top of (see :class:`PendingPart`)."""
 
     @abstractmethod
-    def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
-        """The stored edits of each write (from rows in the database), in order, verified."""
+    def read_blocks(self, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
+        """Each write's block (its bytes when the catalog holds them, else ``None``) and the
+        catalog's record of it (digest, row count), in order."""
 
     @abstractmethod
-    def load_catalog(
-        self,
-        job: str,
-        operator: str,
-        key_groups: range,
-        as_of: int,
-        with_rows: bool = True,
-    ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
-        """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
-        from one snapshot of the database, verified (module docstring)."""
+    def load_blocks(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], list[Block]]]:
+        """Chains of ``key_groups`` as of ``as_of`` and their blocks (as
+        :meth:`read_blocks`), from one snapshot of the catalog, checked for gaps."""
 
     @abstractmethod
     def stamp_unreferenced(self, now: float | None = None) -> int:
