@@ -610,7 +610,7 @@ def entry(c: int, g: int) -> str:
     """The entry appended at checkpoint ``c`` to key group ``g``'s list: with a random-looking
     tail, so that blocks (compressed) grow with their entries as the compaction bounds
     assume (repetitive entries compress into fulls barely larger than one diff)."""
-    return f"entry {c:04d} of key group {g:02d} " + random.Random(c * 100 + g).randbytes(12).hex()
+    return f"entry {c:04d} of key group {g:02d} " + random.Random(c * 100 + g).randbytes(48).hex()
 
 
 def run_appends(

@@ -3,14 +3,17 @@ once, whatever backend stores the bytes (a row of ``ckpt_blocks`` in SQLite or P
 range of a segment file).
 
 A block is ``kind (u8) | xxh64 of the body (u64, little-endian) | body``; the body is the
-payload, zstd-compressed (kind ``0x22``, with the built-in dictionary :data:`DICTIONARY`) or
-stored as is when compression does not pay (kind ``0x21``). The payload is columnar
-(msgpack arrays, one per column): the table folders (interned ids, or names), how many tables
-each folder has, the tables' last path components (each once) and each table's index into
-them, each table's row count, the deleted tables, key lengths and keys, value lengths (``-1``:
-a delete, ``-2``: a float) and values, and the 64-bit floats as byte planes (as Parquet's
-BYTE_STREAM_SPLIT does), where their exponents compress. Keys that are all decimal integers
-(list indices, int dict keys) are stored as delta-encoded integers instead of bytes.
+payload, zstd-compressed (kind ``0x22``, against the built-in dictionary :data:`DICTIONARY`)
+or stored as is when compression does not pay (kind ``0x21``). The payload is columnar (a
+msgpack array of columns): the table folders (interned ids, or names), how many tables each
+folder has, the tables' last path components (each once) and each table's index into them,
+each table's row count, the deleted tables; per table how its keys are stored (``None``:
+all as bytes), the keys stored as delta-encoded integers (a table whose keys are all
+decimal integers: list indices), the lengths and bytes of the others; the values' common
+width (``0``: none), then either all values as byte planes of that width (as Parquet's
+BYTE_STREAM_SPLIT does for floats: exponents and constant bytes line up and compress), or
+the value lengths (``-1``: a delete, ``-2``: a msgpack float), the values' bytes and the
+floats' 8 bytes as byte planes.
 
 Blocks written by segment storage before this format (``u32 length | u64 xxh64 | zstd``,
 :data:`LEGACY`) are still read.
@@ -154,18 +157,21 @@ def _signed(digest: int) -> int:
     return digest - (1 << 64) if digest >= 1 << 63 else digest
 
 
-def _int_keys(keys: Sequence[bytes]) -> list[int] | None:
-    """``keys`` as delta-encoded integers when each is a canonical decimal integer (no sign,
-    no leading zero), else ``None``."""
-    out: list[int] = []
-    previous = 0
-    for key in keys:
-        if not key.isdigit() or (key[0] == 48 and len(key) > 1) or len(key) > 18:
-            return None
-        value = int(key)
-        out.append(value - previous)
-        previous = value
-    return out
+def _table_keys(keys: list[bytes]) -> list[int] | None:
+    """A table's keys as delta-encoded integers when each is a canonical decimal integer
+    (list indices), else ``None``."""
+    if not keys:
+        return None
+    joined = b"".join(keys)
+    if not joined.isdigit() or len(joined) > 18 * len(keys):
+        return None
+    try:
+        ints = list(map(int, keys))
+    except ValueError:
+        return None
+    if b"".join([b"%d" % i for i in ints]) != joined:  # a leading zero, or an empty key
+        return None
+    return [b - a for a, b in zip([0, *ints[:-1]], ints, strict=True)]
 
 
 def encode_block(
@@ -175,7 +181,13 @@ def encode_block(
     head_ids: Mapping[str, int] | None = None,
 ) -> tuple[bytes, int]:
     """One key group's edits as a block; returns the block and its number of rows (row
-    edits and deleted tables). A full block holds no deletes (it starts from nothing)."""
+    edits and deleted tables). A full block holds no deletes (it starts from nothing).
+
+    Keys are stored per table as delta-encoded integers (when all are decimal integers) or
+    as bytes with their lengths. Values are stored as byte planes when they all have one
+    width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
+    a msgpack float, whose 8 bytes go to a column of byte planes).
+    """
     by_head: dict[str, list[tuple[str, TableChanges]]] = {}
     for name, change in changes.items():
         head, tail = _split(name)
@@ -185,10 +197,11 @@ def encode_block(
     table_tails: list[int] = []
     counts: list[int] = []
     truncated: list[int] = []
+    key_modes: list[int] = []
+    int_keys: list[int] = []
+    key_lens: list[int] = []
     keys: list[bytes] = []
-    value_lens: list[int] = []
-    values: list[bytes] = []
-    floats: list[bytes] = []
+    values: list[Any] = []
     index = 0
     for group in by_head.values():
         head_tables.append(len(group))
@@ -197,36 +210,47 @@ def encode_block(
             if change.truncated and not full:
                 truncated.append(index)
             index += 1
-            count = 0
-            for key, value in change.rows.items():
-                if value is DELETED:
-                    if full:
-                        continue
-                    value_lens.append(_DELETE)
-                elif len(value) == 9 and value[0] == _F64:  # type: ignore[arg-type,index]
-                    value_lens.append(_FLOAT)
-                    floats.append(value[1:])  # type: ignore[index]
-                else:
-                    value_lens.append(len(value))  # type: ignore[arg-type]
-                    values.append(value)  # type: ignore[arg-type]
-                keys.append(key)
-                count += 1
-            counts.append(count)
+            rows = change.rows
+            table_keys = list(rows)
+            table_values = list(rows.values())
+            if full and table_values.count(DELETED):
+                table_keys = [k for k, v in rows.items() if v is not DELETED]
+                table_values = [v for v in table_values if v is not DELETED]
+            counts.append(len(table_keys))
+            as_ints = _table_keys(table_keys)
+            if as_ints is None:
+                key_modes.append(0)
+                key_lens.extend(map(len, table_keys))
+                keys.extend(table_keys)
+            else:
+                key_modes.append(1)
+                int_keys.extend(as_ints)
+            values.extend(table_values)
     heads: list[Any] = list(by_head)
     if head_ids is not None:
         heads = [head_ids[h] for h in heads]
-    int_keys = _int_keys(keys)
-    key_column: Any
-    if int_keys is not None:
-        key_column = int_keys
-        key_lens: Any = None
+    width = 0
+    value_lens: list[int] | None = None
+    floats: list[bytes] = []
+    if values and not values.count(DELETED):
+        lens = list(map(len, values))
+        if lens.count(lens[0]) == len(lens) and 0 < lens[0] <= 64:
+            width = lens[0]
+    if width:
+        value_column = _shuffle(b"".join(values), width)
     else:
-        key_column = b"".join(keys)
-        key_lens = [len(k) for k in keys]
-    if all(v == _FLOAT for v in value_lens):
-        value_lens_column: Any = None  # every value is a float
-    else:
-        value_lens_column = value_lens
+        value_lens = []
+        plain: list[bytes] = []
+        for value in values:
+            if value is DELETED:
+                value_lens.append(_DELETE)
+            elif len(value) == 9 and value[0] == _F64:
+                value_lens.append(_FLOAT)
+                floats.append(value[1:])
+            else:
+                value_lens.append(len(value))
+                plain.append(value)
+        value_column = b"".join(plain)
     payload = msgpack.packb(
         [
             heads,
@@ -235,10 +259,13 @@ def encode_block(
             table_tails,
             counts,
             truncated,
+            key_modes if any(key_modes) else None,
+            int_keys,
             key_lens,
-            key_column,
-            value_lens_column,
-            b"".join(values),
+            b"".join(keys),
+            width,
+            value_lens,
+            value_column,
             _shuffle(b"".join(floats), 8),
         ],
         use_bin_type=True,
@@ -248,7 +275,8 @@ def encode_block(
         kind, body = _ZSTD, compressed
     else:
         kind, body = _RAW, payload
-    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, len(keys) + len(truncated)
+    rows_total = len(values) + len(truncated)
+    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total
 
 
 def block_digest(block: bytes) -> int:
@@ -275,12 +303,14 @@ def _payload(block: bytes, where: str) -> bytes:
         legacy = True
     else:
         if len(block) < _HEAD.size:
-            raise CorruptStateError(f"{where}: the block is truncated ({len(block)} bytes)")
+            raise CorruptStateError(
+                f"{where} is corrupt: the block is truncated ({len(block)} bytes)"
+            )
         kind, digest = _HEAD.unpack_from(block)
         body = block[_HEAD.size :]
         legacy = False
     if xxhash.xxh64_intdigest(body) != digest:
-        raise CorruptStateError(f"{where}: the block fails its checksum (corrupt or truncated)")
+        raise CorruptStateError(f"{where} is corrupt: the block fails its checksum")
     try:
         if legacy:
             return bytes(zstandard.ZstdDecompressor().decompress(body))
@@ -289,8 +319,10 @@ def _payload(block: bytes, where: str) -> bytes:
         if kind == _RAW:
             return bytes(body)
     except zstandard.ZstdError as exc:
-        raise CorruptStateError(f"{where}: the block does not decompress: {exc}") from exc
-    raise CorruptStateError(f"{where}: unknown block kind {kind:#x}")
+        raise CorruptStateError(
+            f"{where} is corrupt: the block does not decompress: {exc}"
+        ) from exc
+    raise CorruptStateError(f"{where} is corrupt: unknown block kind {kind:#x}")
 
 
 @dataclass
@@ -301,9 +333,21 @@ class _Decoded:
     counts: list[int]
     truncated: list[int]
     keys: list[bytes]
-    value_lens: list[int] | None
-    values: bytes
-    floats: bytes
+    values: list[bytes | None]
+
+
+def _slices(data: bytes, lens: Sequence[int]) -> list[bytes]:
+    ends = list(accumulate(lens))
+    starts = [0, *ends[:-1]] if ends else []
+    return [data[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+def _legacy_columns(columns: list[Any]) -> list[Any]:
+    """The columns of a legacy segment block in this format's order."""
+    (heads, head_tables, tails, table_tails, counts, truncated, key_lens, keys, value_lens,
+     values, floats) = columns  # fmt: skip
+    return [heads, head_tables, tails, table_tails, counts, truncated, None, [], key_lens,
+            keys, 0, value_lens, values, floats]  # fmt: skip
 
 
 def _decode(
@@ -311,6 +355,9 @@ def _decode(
 ) -> _Decoded:
     payload = _payload(block, where)
     try:
+        columns = msgpack.unpackb(payload, raw=False)
+        if len(columns) == 11:
+            columns = _legacy_columns(columns)
         (
             heads,
             head_tables,
@@ -318,12 +365,15 @@ def _decode(
             table_tails,
             counts,
             truncated,
+            key_modes,
+            int_keys,
             key_lens,
-            key_column,
+            key_bytes,
+            width,
             value_lens,
-            values,
+            value_column,
             floats,
-        ) = msgpack.unpackb(payload, raw=False)
+        ) = columns
         if heads and isinstance(heads[0], int):
             if resolve is None:
                 raise CorruptStateError("its table folders are interned and no catalog was given")
@@ -339,30 +389,42 @@ def _decode(
             f"{head}/{tails[t]}" if head else tails[t]
             for head, t in zip(table_heads, table_tails, strict=True)
         ]
-        if key_lens is None:
-            keys = [str(k).encode() for k in accumulate(key_column)]
+        if key_modes is None:
+            keys = _slices(key_bytes, key_lens)
         else:
-            ends = list(accumulate(key_lens))
-            starts = [0, *ends[:-1]] if ends else []
-            keys = [key_column[a:b] for a, b in zip(starts, ends, strict=True)]
-        if sum(counts) != len(keys):
-            raise ValueError(f"{sum(counts)} rows counted, {len(keys)} keys stored")
-        return _Decoded(names, counts, truncated, keys, value_lens, values, _unshuffle(floats, 8))
+            keys = []
+            ipos = kpos = bpos = 0
+            for mode, count in zip(key_modes, counts, strict=True):
+                if mode:
+                    deltas = int_keys[ipos : ipos + count]
+                    ipos += count
+                    keys.extend([b"%d" % k for k in accumulate(deltas)])
+                else:
+                    lens = key_lens[kpos : kpos + count]
+                    kpos += count
+                    size = sum(lens)
+                    keys.extend(_slices(key_bytes[bpos : bpos + size], lens))
+                    bpos += size
+        values: list[bytes | None]
+        if width:
+            data = _unshuffle(value_column, width)
+            values = [data[i : i + width] for i in range(0, len(data), width)]
+        else:
+            values = _mixed_values(value_lens, value_column, _unshuffle(floats, 8))
+        if sum(counts) != len(keys) or len(keys) != len(values):
+            raise ValueError(f"{sum(counts)} rows counted, {len(keys)} keys, {len(values)} values")
+        return _Decoded(names, counts, truncated, keys, values)
     except CorruptStateError as exc:
         raise CorruptStateError(f"{where}: {exc}") from exc
     except Exception as exc:
-        raise CorruptStateError(f"{where}: the block is corrupt: {exc}") from exc
+        raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
 
 
-def _values(decoded: _Decoded) -> list[bytes | None]:
-    """Each row's value (``None``: a delete)."""
-    floats = decoded.floats
-    if decoded.value_lens is None:
-        return [_FLOAT_MARKER + floats[i : i + 8] for i in range(0, len(floats), 8)]
+def _mixed_values(value_lens: list[int], values: bytes, floats: bytes) -> list[bytes | None]:
+    """Each row's value (``None``: a delete) from lengths, bytes and floats."""
     out: list[bytes | None] = []
-    values = decoded.values
     vpos = fpos = 0
-    for vlen in decoded.value_lens:
+    for vlen in value_lens:
         if vlen == _FLOAT:
             out.append(_FLOAT_MARKER + floats[fpos : fpos + 8])
             fpos += 8
@@ -384,7 +446,7 @@ def decode_block(
     to names (the catalog's ``table_names``)."""
     decoded = _decode(block, where, resolve)
     try:
-        values = _values(decoded)
+        values = decoded.values
         rows: _Rows = []
         row = 0
         for name, count in zip(decoded.names, decoded.counts, strict=True):
@@ -392,7 +454,7 @@ def decode_block(
                 rows.append((name, decoded.keys[row], values[row]))
                 row += 1
     except (IndexError, ValueError) as exc:
-        raise CorruptStateError(f"{where}: the block is corrupt: {exc}") from exc
+        raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
     return {decoded.names[i]: True for i in decoded.truncated}, rows
 
 
@@ -400,9 +462,7 @@ def _apply(tables: Tables, decoded: _Decoded) -> int:
     """Apply a decoded block to ``tables``; returns its number of rows."""
     for i in decoded.truncated:
         tables.pop(decoded.names[i], None)
-    values = _values(decoded)
-    if len(values) != len(decoded.keys):
-        raise ValueError(f"{len(decoded.keys)} keys but {len(values)} values")
+    values = decoded.values
     keys = decoded.keys
     row = 0
     for name, count in zip(decoded.names, decoded.counts, strict=True):

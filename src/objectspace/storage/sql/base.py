@@ -381,6 +381,24 @@ class SQLBackend(SegmentQueries):
         assert row is not None
         return int(row[0])
 
+    _WRITE_COLUMNS = (
+        "op, key_group, version, is_full, bytes, rows, attempt, created, digest, parent"
+    )
+
+    def _insert_writes(self, tx: Tx, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+        """Insert pending writes (:attr:`_WRITE_COLUMNS`, in order); their ids, in order,
+        increasing. One statement per write here; a dialect may batch them."""
+        ids = []
+        for row in rows:
+            found = tx.one(
+                f"INSERT INTO ckpt_writes ({self._WRITE_COLUMNS}) VALUES "
+                f"({_marks(len(row))}) RETURNING id",
+                row,
+            )
+            assert found is not None
+            ids.append(int(found[0]))
+        return ids
+
     @staticmethod
     def _heads_tx(
         tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
@@ -428,26 +446,31 @@ class SQLBackend(SegmentQueries):
             ids = self._intern_tables(tx, heads)
             interned.clear()
             interned.update(ids)
-            infos: list[WriteInfo] = []
-            blocks: list[tuple[int, bytes]] = []
-            for part in parts:
-                block, count = encode_block(part.changes, part.full, head_ids=ids)
-                write_id = self._insert_write(
-                    tx,
-                    op_id,
-                    part.key_group,
-                    version,
-                    part.full,
-                    attempt,
-                    len(block),
-                    count,
-                    digest=block_digest(block),
-                    parent=part.parent,
-                )
-                blocks.append((write_id, block))
-                infos.append(
-                    WriteInfo(write_id, part.key_group, version, part.full, len(block), count)
-                )
+            encoded = [encode_block(part.changes, part.full, head_ids=ids) for part in parts]
+            now = time.time()
+            write_ids = self._insert_writes(
+                tx,
+                [
+                    (
+                        op_id,
+                        part.key_group,
+                        version,
+                        int(part.full),
+                        len(block),
+                        count,
+                        attempt,
+                        now,
+                        block_digest(block),
+                        part.parent,
+                    )
+                    for part, (block, count) in zip(parts, encoded, strict=True)
+                ],
+            )
+            blocks = [(wid, block) for wid, (block, _) in zip(write_ids, encoded, strict=True)]
+            infos = [
+                WriteInfo(wid, part.key_group, version, part.full, len(block), count)
+                for wid, part, (block, count) in zip(write_ids, parts, encoded, strict=True)
+            ]
             self._fault("write:rows")
             self._insert_blocks(tx, blocks)
             self._fault("write:end")
@@ -1072,7 +1095,8 @@ class SQLBackend(SegmentQueries):
             for chunk in _chunks(doomed + pending):
                 marks = _marks(len(chunk))
                 for (count,) in tx.all(
-                    f"SELECT rows FROM ckpt_writes WHERE id IN ({marks})", list(chunk)
+                    f"SELECT rows FROM ckpt_writes WHERE segment IS NULL AND id IN ({marks})",
+                    list(chunk),
                 ):
                     stats.rows_removed += int(count)
                 tx.execute(f"DELETE FROM ckpt_blocks WHERE write IN ({marks})", list(chunk))
