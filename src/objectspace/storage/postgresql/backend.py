@@ -49,6 +49,22 @@ _R = TypeVar("_R")
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 
 
+# The PostgreSQL types of ``id`` and :attr:`SQLBackend._WRITE_COLUMNS`, for COPY.
+_WRITE_TYPES = [
+    "int8",
+    "int8",
+    "int4",
+    "int8",
+    "int4",
+    "int8",
+    "int8",
+    "text",
+    "float8",
+    "int8",
+    "int8",
+]
+
+
 def _pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
@@ -245,10 +261,7 @@ class PostgresBackend(SQLBackend):
         with cur.copy(
             f"COPY ckpt_writes (id, {self._WRITE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(
-                ["int8", "int8", "int4", "int8", "int4", "int8", "int8", "text", "float8"]
-                + ["int8", "int8"]
-            )
+            copy.set_types(_WRITE_TYPES)
             for wid, row in zip(ids, rows, strict=True):
                 copy.write_row((wid, *row))
         return ids
