@@ -9,11 +9,11 @@ msgpack array of columns): the table folders (interned ids, or names), how many 
 folder has, the tables' last path components (each once) and each table's index into them,
 each table's row count, the deleted tables; per table how its keys are stored (``None``:
 all as bytes), the keys stored as delta-encoded integers (a table whose keys are all
-decimal integers: list indices), the lengths and bytes of the others; the values' common
-width (``0``: none), then either all values as byte planes of that width (as Parquet's
-BYTE_STREAM_SPLIT does for floats: exponents and constant bytes line up and compress), or
-the value lengths (``-1``: a delete, ``-2``: a msgpack float), the values' bytes and the
-floats' 8 bytes as byte planes.
+decimal integers: list indices), the lengths and bytes of the other keys; per table the
+width of its values (``None``: none has one), the lengths (``-1``: a delete) and bytes of
+the values of tables without one, and the values of the tables of each width as byte
+planes (as Parquet's BYTE_STREAM_SPLIT does for floats: their exponents and constant bytes
+line up and compress).
 
 Blocks written by segment storage before this format (``u32 length | u64 xxh64 | zstd``,
 :data:`LEGACY`) are still read.
@@ -201,7 +201,11 @@ def encode_block(
     int_keys: list[int] = []
     key_lens: list[int] = []
     keys: list[bytes] = []
-    values: list[Any] = []
+    widths: list[int] = []
+    fixed: dict[int, list[bytes]] = {}  # width → the values of the tables of that width
+    value_lens: list[int] = []
+    values: list[bytes] = []
+    rows_total = 0
     index = 0
     for group in by_head.values():
         head_tables.append(len(group))
@@ -217,6 +221,7 @@ def encode_block(
                 table_keys = [k for k, v in rows.items() if v is not DELETED]
                 table_values = [v for v in table_values if v is not DELETED]
             counts.append(len(table_keys))
+            rows_total += len(table_keys)
             as_ints = _table_keys(table_keys)
             if as_ints is None:
                 key_modes.append(0)
@@ -225,32 +230,23 @@ def encode_block(
             else:
                 key_modes.append(1)
                 int_keys.extend(as_ints)
-            values.extend(table_values)
+            if table_values and not table_values.count(DELETED):
+                lens = list(map(len, table_values))
+                width = lens[0]
+                if lens.count(width) == len(lens) and 0 < width <= 64:
+                    widths.append(width)
+                    fixed.setdefault(width, []).extend(table_values)
+                    continue
+            widths.append(0)
+            for value in table_values:
+                if value is DELETED:
+                    value_lens.append(_DELETE)
+                else:
+                    value_lens.append(len(value))
+                    values.append(value)
     heads: list[Any] = list(by_head)
     if head_ids is not None:
         heads = [head_ids[h] for h in heads]
-    width = 0
-    value_lens: list[int] | None = None
-    floats: list[bytes] = []
-    if values and not values.count(DELETED):
-        lens = list(map(len, values))
-        if lens.count(lens[0]) == len(lens) and 0 < lens[0] <= 64:
-            width = lens[0]
-    if width:
-        value_column = _shuffle(b"".join(values), width)
-    else:
-        value_lens = []
-        plain: list[bytes] = []
-        for value in values:
-            if value is DELETED:
-                value_lens.append(_DELETE)
-            elif len(value) == 9 and value[0] == _F64:
-                value_lens.append(_FLOAT)
-                floats.append(value[1:])
-            else:
-                value_lens.append(len(value))
-                plain.append(value)
-        value_column = b"".join(plain)
     payload = msgpack.packb(
         [
             heads,
@@ -263,10 +259,10 @@ def encode_block(
             int_keys,
             key_lens,
             b"".join(keys),
-            width,
+            widths if any(widths) else None,
             value_lens,
-            value_column,
-            _shuffle(b"".join(floats), 8),
+            b"".join(values),
+            [[w, _shuffle(b"".join(fixed[w]), w)] for w in sorted(fixed)],
         ],
         use_bin_type=True,
     )
@@ -275,8 +271,7 @@ def encode_block(
         kind, body = _ZSTD, compressed
     else:
         kind, body = _RAW, payload
-    rows_total = len(values) + len(truncated)
-    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total
+    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total + len(truncated)
 
 
 def block_digest(block: bytes) -> int:
@@ -342,12 +337,46 @@ def _slices(data: bytes, lens: Sequence[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip(starts, ends, strict=True)]
 
 
-def _legacy_columns(columns: list[Any]) -> list[Any]:
-    """The columns of a legacy segment block in this format's order."""
+def _legacy(columns: list[Any]) -> tuple[list[Any], list[bytes | None]]:
+    """The columns of a legacy segment block in this format's order, and its values."""
     (heads, head_tables, tails, table_tails, counts, truncated, key_lens, keys, value_lens,
      values, floats) = columns  # fmt: skip
     return [heads, head_tables, tails, table_tails, counts, truncated, None, [], key_lens,
-            keys, 0, value_lens, values, floats]  # fmt: skip
+            keys, None, [], b"", []], _mixed_values(value_lens, values, _unshuffle(floats, 8))  # fmt: skip
+
+
+def _table_values(
+    widths: list[int] | None,
+    counts: list[int],
+    value_lens: list[int],
+    data: bytes,
+    planes: list[list[Any]],
+) -> list[bytes | None]:
+    """Each row's value (``None``: a delete), table by table: from the byte planes of the
+    tables' width, or bytes with their lengths."""
+    if widths is None:  # no table of fixed width
+        if _DELETE not in value_lens:
+            return _slices(data, value_lens)  # type: ignore[return-value]
+        return _mixed_values(value_lens, data, b"")
+    fixed: dict[int, list[bytes]] = {}
+    for width, shuffled in planes:
+        plain = _unshuffle(shuffled, width)
+        fixed[width] = [plain[i : i + width] for i in range(0, len(plain), width)]
+    taken = dict.fromkeys(fixed, 0)
+    values: list[bytes | None] = []
+    pos = lpos = 0
+    for width, count in zip(widths, counts, strict=True):
+        if width:
+            start = taken[width]
+            values.extend(fixed[width][start : start + count])
+            taken[width] = start + count
+        else:
+            lens = value_lens[lpos : lpos + count]
+            lpos += count
+            size = sum(n for n in lens if n > 0)
+            values.extend(_mixed_values(lens, data[pos : pos + size], b""))
+            pos += size
+    return values
 
 
 def _decode(
@@ -356,8 +385,9 @@ def _decode(
     payload = _payload(block, where)
     try:
         columns = msgpack.unpackb(payload, raw=False)
+        legacy_values = None
         if len(columns) == 11:
-            columns = _legacy_columns(columns)
+            columns, legacy_values = _legacy(columns)
         (
             heads,
             head_tables,
@@ -369,10 +399,10 @@ def _decode(
             int_keys,
             key_lens,
             key_bytes,
-            width,
+            widths,
             value_lens,
-            value_column,
-            floats,
+            value_bytes,
+            planes,
         ) = columns
         if heads and isinstance(heads[0], int):
             if resolve is None:
@@ -405,12 +435,10 @@ def _decode(
                     size = sum(lens)
                     keys.extend(_slices(key_bytes[bpos : bpos + size], lens))
                     bpos += size
-        values: list[bytes | None]
-        if width:
-            data = _unshuffle(value_column, width)
-            values = [data[i : i + width] for i in range(0, len(data), width)]
+        if legacy_values is None:
+            values = _table_values(widths, counts, value_lens, value_bytes, planes)
         else:
-            values = _mixed_values(value_lens, value_column, _unshuffle(floats, 8))
+            values = legacy_values
         if sum(counts) != len(keys) or len(keys) != len(values):
             raise ValueError(f"{sum(counts)} rows counted, {len(keys)} keys, {len(values)} values")
         return _Decoded(names, counts, truncated, keys, values)
