@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import msgpack
@@ -231,19 +231,20 @@ def encode_block(
                 key_modes.append(1)
                 int_keys.extend(as_ints)
             if table_values and not table_values.count(DELETED):
-                lens = list(map(len, table_values))
+                puts = cast("list[bytes]", table_values)
+                lens = list(map(len, puts))
                 width = lens[0]
                 if lens.count(width) == len(lens) and 0 < width <= 64:
                     widths.append(width)
-                    fixed.setdefault(width, []).extend(table_values)
+                    fixed.setdefault(width, []).extend(puts)
                     continue
             widths.append(0)
             for value in table_values:
-                if value is DELETED:
-                    value_lens.append(_DELETE)
-                else:
+                if isinstance(value, bytes):
                     value_lens.append(len(value))
                     values.append(value)
+                else:
+                    value_lens.append(_DELETE)
     heads: list[Any] = list(by_head)
     if head_ids is not None:
         heads = [head_ids[h] for h in heads]
