@@ -240,11 +240,11 @@ def encode_block(
                     continue
             widths.append(0)
             for value in table_values:
-                if isinstance(value, bytes):
-                    value_lens.append(len(value))
-                    values.append(value)
-                else:
+                if value is DELETED:
                     value_lens.append(_DELETE)
+                else:
+                    value_lens.append(len(value))  # type: ignore[arg-type]
+                    values.append(value)  # type: ignore[arg-type]
     heads: list[Any] = list(by_head)
     if head_ids is not None:
         heads = [head_ids[h] for h in heads]
