@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, cast
 from urllib.parse import quote
@@ -48,15 +48,22 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "DICTIONARY",
+    "DICTIONARY_BYTES",
     "LEGACY",
+    "SAMPLES_TO_TRAIN",
+    "SAMPLE_BYTES_TO_TRAIN",
     "Block",
+    "Dictionary",
+    "DictionaryLookup",
     "Tables",
     "block_digest",
     "block_heads",
     "decode_block",
+    "dictionary_id",
     "encode_block",
     "path_component",
     "replay",
+    "sample",
 ]
 
 Tables = dict[str, dict[bytes, bytes]]
@@ -66,6 +73,8 @@ _HEAD = struct.Struct("<BQ")
 _LEGACY_HEAD = struct.Struct("<IQ")
 _ZSTD = 0x22
 _RAW = 0x21
+_TRAINED = 0x23  # zstd with a trained dictionary, whose u32 id follows the header
+_DICT_ID = struct.Struct("<I")
 LEGACY = "u32 length | u64 xxh64 | zstd(msgpack columns)"
 """The block layout segment storage wrote before this format (still read)."""
 
@@ -87,26 +96,87 @@ DICTIONARY = (
 _local = threading.local()
 
 
-def _compressor(level: int) -> Any:
+@dataclass(frozen=True)
+class Dictionary:
+    """A zstd dictionary trained on an operator's blocks, stored once in the catalog under
+    ``id`` (blocks compressed with it name that id)."""
+
+    id: int
+    data: bytes
+    key: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", xxhash.xxh64_intdigest(self.data))
+
+
+def _compressor(level: int, dictionary: Dictionary | None = None) -> Any:
     cache = getattr(_local, "compressors", None)
     if cache is None:
         cache = _local.compressors = {}
-    compressor = cache.get(level)
+    key = (level, None if dictionary is None else dictionary.key)
+    compressor = cache.get(key)
     if compressor is None:
-        compressor = cache[level] = zstandard.ZstdCompressor(
+        if len(cache) > 64:
+            cache.clear()
+        compressor = cache[key] = zstandard.ZstdCompressor(
             level=level,
-            dict_data=_dictionary(),
+            dict_data=_dictionary() if dictionary is None else _zdict(dictionary.data),
             write_checksum=False,
             write_dict_id=False,
         )
     return compressor
 
 
-def _decompressor() -> Any:
-    decompressor = getattr(_local, "decompressor", None)
+def _decompressor(dictionary: bytes | None = None) -> Any:
+    cache = getattr(_local, "decompressors", None)
+    if cache is None:
+        cache = _local.decompressors = {}
+    key = None if dictionary is None else xxhash.xxh64_intdigest(dictionary)
+    decompressor = cache.get(key)
     if decompressor is None:
-        decompressor = _local.decompressor = zstandard.ZstdDecompressor(dict_data=_dictionary())
+        if len(cache) > 64:
+            cache.clear()
+        decompressor = cache[key] = zstandard.ZstdDecompressor(
+            dict_data=_dictionary() if dictionary is None else _zdict(dictionary)
+        )
     return decompressor
+
+
+def _zdict(data: bytes) -> Any:
+    return zstandard.ZstdCompressionDict(data)
+
+
+SAMPLES_TO_TRAIN = 128
+"""Differential blocks a writer encodes with the built-in dictionary before it trains the
+operator's own (full blocks, first writes and compactions, are not typical: not sampled)."""
+
+SAMPLE_BYTES_TO_TRAIN = 24 * 1024
+"""... and the bytes of their payloads it needs at least (zstd needs enough to train on)."""
+
+DICTIONARY_BYTES = 8 * 1024
+"""The size of a trained dictionary (stored once per operator)."""
+
+_SAMPLES: dict[str, list[bytes]] = {}
+_SAMPLES_LOCK = threading.Lock()
+
+
+def sample(scope: str, payloads: Sequence[bytes]) -> bytes | None:
+    """Collect ``payloads`` (of blocks encoded without a trained dictionary) for ``scope``
+    (a storage and operator); once there are enough, return a dictionary trained on them
+    (``None`` until then, or when zstd cannot train on them). Samples are per process:
+    any of them trains a valid dictionary, and the catalog keeps the first one stored."""
+    with _SAMPLES_LOCK:
+        samples = _SAMPLES.setdefault(scope, [])
+        samples.extend(p for p in payloads if len(p) > 16)
+        del samples[: -4 * SAMPLES_TO_TRAIN]
+        if len(samples) < SAMPLES_TO_TRAIN or sum(map(len, samples)) < SAMPLE_BYTES_TO_TRAIN:
+            return None
+        taken: list[bytes | bytearray | memoryview] = list(samples)
+        samples.clear()
+    try:
+        return bytes(zstandard.train_dictionary(DICTIONARY_BYTES, taken, level=3).as_bytes())
+    except zstandard.ZstdError:
+        return None
 
 
 _DICT: Any = None
@@ -163,7 +233,7 @@ def _table_keys(keys: list[bytes]) -> list[int] | None:
     if not keys:
         return None
     joined = b"".join(keys)
-    if not joined.isdigit() or len(joined) > 18 * len(keys):
+    if not joined.isdigit() or max(map(len, keys)) > 18:  # deltas must fit 64 bits
         return None
     try:
         ints = list(map(int, keys))
@@ -179,9 +249,13 @@ def encode_block(
     full: bool,
     level: int = 3,
     head_ids: Mapping[str, int] | None = None,
+    dictionary: Dictionary | None = None,
+    payloads: list[bytes] | None = None,
 ) -> tuple[bytes, int]:
     """One key group's edits as a block; returns the block and its number of rows (row
     edits and deleted tables). A full block holds no deletes (it starts from nothing).
+    ``dictionary``: the operator's trained dictionary, if it has one; ``payloads``
+    collects the uncompressed payload of a differential block (samples to train one on).
 
     Keys are stored per table as delta-encoded integers (when all are decimal integers) or
     as bytes with their lengths. Values are stored as byte planes when they all have one
@@ -267,12 +341,23 @@ def encode_block(
         ],
         use_bin_type=True,
     )
-    compressed = _compressor(level).compress(payload)
-    if len(compressed) < len(payload):
+    if payloads is not None and not full:
+        payloads.append(payload)
+    compressed = _compressor(level, dictionary).compress(payload)
+    if len(compressed) >= len(payload):
+        kind, body = _RAW, payload
+    elif dictionary is None:
         kind, body = _ZSTD, compressed
     else:
-        kind, body = _RAW, payload
+        kind, body = _TRAINED, _DICT_ID.pack(dictionary.id) + compressed
     return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total + len(truncated)
+
+
+def dictionary_id(block: bytes) -> int | None:
+    """The id of the trained dictionary a block was compressed with, or ``None``."""
+    if len(block) >= _HEAD.size + _DICT_ID.size and block[0] == _TRAINED and not _is_legacy(block):
+        return int(_DICT_ID.unpack_from(block, _HEAD.size)[0])
+    return None
 
 
 def block_digest(block: bytes) -> int:
@@ -290,7 +375,11 @@ def _is_legacy(block: bytes) -> bool:
     )
 
 
-def _payload(block: bytes, where: str) -> bytes:
+DictionaryLookup = Callable[[int], "bytes | None"]
+"""The bytes of a trained dictionary by id (``None``: unknown), from the catalog."""
+
+
+def _payload(block: bytes, where: str, dictionaries: DictionaryLookup | None = None) -> bytes:
     """The block's payload, checked against its checksum."""
     if _is_legacy(block):
         _, digest = _LEGACY_HEAD.unpack_from(block)
@@ -314,6 +403,15 @@ def _payload(block: bytes, where: str) -> bytes:
             return bytes(_decompressor().decompress(body))
         if kind == _RAW:
             return bytes(body)
+        if kind == _TRAINED:
+            (dict_id,) = _DICT_ID.unpack_from(body)
+            data = None if dictionaries is None else dictionaries(dict_id)
+            if data is None:
+                raise CorruptStateError(
+                    f"{where}: the block was compressed with dictionary {dict_id}, which is not "
+                    "in the catalog (ckpt_dictionaries)"
+                )
+            return bytes(_decompressor(data).decompress(body[_DICT_ID.size :]))
     except zstandard.ZstdError as exc:
         raise CorruptStateError(
             f"{where} is corrupt: the block does not decompress: {exc}"
@@ -381,9 +479,12 @@ def _table_values(
 
 
 def _decode(
-    block: bytes, where: str, resolve: Callable[[Sequence[int]], Mapping[int, str]] | None
+    block: bytes,
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None,
+    dictionaries: DictionaryLookup | None = None,
 ) -> _Decoded:
-    payload = _payload(block, where)
+    payload = _payload(block, where, dictionaries)
     try:
         columns = msgpack.unpackb(payload, raw=False)
         legacy_values = None
@@ -469,11 +570,12 @@ def decode_block(
     block: bytes,
     where: str,
     resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+    dictionaries: DictionaryLookup | None = None,
 ) -> tuple[dict[str, bool], _Rows]:
     """A block's deleted tables and rows (``None`` value: a delete);
     :class:`CorruptStateError` naming ``where``. ``resolve`` maps interned table-folder ids
     to names (the catalog's ``table_names``)."""
-    decoded = _decode(block, where, resolve)
+    decoded = _decode(block, where, resolve, dictionaries)
     try:
         values = decoded.values
         rows: _Rows = []
@@ -529,6 +631,7 @@ def replay(
     blocks: Iterable[Block],
     where: str,
     resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+    dictionaries: DictionaryLookup | None = None,
 ) -> Tables:
     """The tables of one key group after applying ``blocks`` (its chain) in order, each
     verified: present, its checksum, the catalog's digest and row count. ``where`` names
@@ -547,7 +650,7 @@ def replay(
                 f"{what}: the block is not the one the catalog recorded (digest mismatch: "
                 "rows missing or added)"
             )
-        decoded = _decode(block.data, what, resolve)
+        decoded = _decode(block.data, what, resolve, dictionaries)
         try:
             rows = _apply(tables, decoded)
         except (IndexError, ValueError) as exc:

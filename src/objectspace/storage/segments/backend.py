@@ -352,10 +352,14 @@ class SegmentBackend(Backend):
         path = self._path(job, operator, version, attempt)
         heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
         segment_id, head_ids = self.catalog.reserve_segment(path, heads)
+        dictionary = self.catalog.operator_dictionary(job, operator)
+        payloads: list[bytes] | None = [] if dictionary is None else None
         blocks = []
         counts = []
         for part in parts:
-            block, rows = encode_block(part.changes, part.full, self.level, head_ids)
+            block, rows = encode_block(
+                part.changes, part.full, self.level, head_ids, dictionary, payloads
+            )
             blocks.append(block)
             counts.append(rows)
         full = self._full(path)
@@ -380,6 +384,8 @@ class SegmentBackend(Backend):
         except BaseException:
             self._discard(full)
             raise
+        if payloads:
+            self.catalog.offer_dictionary(job, operator, payloads)
         return [self._located(info) for info in infos]
 
     def _discard(self, path: str) -> None:
@@ -423,7 +429,8 @@ class SegmentBackend(Backend):
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
         path = self._path(job, operator, version, "compaction")
         segment_id, head_ids = self.catalog.reserve_segment(path, block_heads(changes))
-        block, rows = encode_block(changes, True, self.level, head_ids)
+        dictionary = self.catalog.operator_dictionary(job, operator)
+        block, rows = encode_block(changes, True, self.level, head_ids, dictionary)
         size, [(offset, length)] = self._publish(self._full(path), [block])
         [info] = self.catalog.register_segment(
             job,
@@ -478,7 +485,7 @@ class SegmentBackend(Backend):
             )
             for info, block in zip(writes, blocks, strict=True)
         ]
-        return replay(fetched, where, self.catalog.table_names)
+        return replay(fetched, where, self.catalog.table_names, self.catalog.dictionary)
 
     def _fetch(self, info: WriteInfo) -> bytes:
         """The bytes of a block in a segment file (a filesystem path, see :meth:`_located`)."""

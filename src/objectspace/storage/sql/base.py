@@ -35,7 +35,15 @@ from objectspace.errors import (
     CorruptStateError,
     StorageError,
 )
-from objectspace.storage.blocks import Block, block_digest, block_heads, encode_block, replay
+from objectspace.storage.blocks import (
+    Block,
+    Dictionary,
+    block_digest,
+    block_heads,
+    encode_block,
+    replay,
+    sample,
+)
 from objectspace.storage.contract import (
     CheckpointInfo,
     OperatorInfo,
@@ -102,6 +110,11 @@ class SQLBackend(SegmentQueries):
         self.fault_hook: Callable[[str], None] | None = None
         self._table_ids: dict[str, int] = {}
         self._names_by_id: dict[int, str] = {}
+        # Trained dictionaries: per operator id (writers), and their bytes by id (readers);
+        # both only of committed rows, which never change.
+        self._op_dictionaries: dict[int, Dictionary] = {}
+        self._dictionaries: dict[int, bytes] = {}
+        self._dictionary_by_name: dict[tuple[str, str], Dictionary] = {}
         # Per job, ranges of checkpoints (after, upto] found to hold all their writes.
         self._complete: dict[str, list[tuple[int, int]]] = {}
 
@@ -446,7 +459,20 @@ class SQLBackend(SegmentQueries):
             ids = self._intern_tables(tx, heads)
             interned.clear()
             interned.update(ids)
-            encoded = [encode_block(part.changes, part.full, head_ids=ids) for part in parts]
+            dictionary = self._operator_dictionary_tx(tx, op_id)
+            payloads: list[bytes] | None = [] if dictionary is None else None
+            encoded = [
+                encode_block(part.changes, part.full, head_ids=ids, dictionary=dictionary,
+                             payloads=payloads)
+                for part in parts
+            ]  # fmt: skip
+            trained.clear()
+            if payloads:
+                data = sample(f"{self.url}#{op_id}", payloads)
+                if data is not None:
+                    trained.append((op_id, self._store_dictionary_tx(tx, op_id, data)))
+            elif dictionary is not None:
+                trained.append((op_id, dictionary))
             now = time.time()
             write_ids = self._insert_writes(
                 tx,
@@ -476,9 +502,84 @@ class SQLBackend(SegmentQueries):
             self._fault("write:end")
             return infos
 
+        trained: list[tuple[int, Dictionary]] = []
         infos = self._run(f"writing checkpoint {version} of {job}/{operator}", work)
         self._remember(interned)
+        for op_id, dictionary in trained:
+            self._remember_dictionary(op_id, dictionary)
         return infos
+
+    # -- trained dictionaries ---------------------------------------------------------------
+
+    def _operator_dictionary_tx(self, tx: Tx, op_id: int) -> Dictionary | None:
+        """The operator's trained dictionary, if it has one (cached once committed)."""
+        cached = self._op_dictionaries.get(op_id)
+        if cached is not None:
+            return cached
+        row = tx.one("SELECT id, data FROM ckpt_dictionaries WHERE op = ?", (op_id,))
+        return None if row is None else Dictionary(int(row[0]), bytes(row[1]))
+
+    def _store_dictionary_tx(self, tx: Tx, op_id: int, data: bytes) -> Dictionary:
+        """Store a dictionary trained for the operator, unless another writer stored one
+        first; returns the operator's dictionary (the first one stored)."""
+        tx.execute(
+            "INSERT INTO ckpt_dictionaries (op, data) VALUES (?, ?) ON CONFLICT (op) DO NOTHING",
+            (op_id, data),
+        )
+        row = tx.one("SELECT id, data FROM ckpt_dictionaries WHERE op = ?", (op_id,))
+        assert row is not None
+        return Dictionary(int(row[0]), bytes(row[1]))
+
+    def _remember_dictionary(self, op_id: int, dictionary: Dictionary) -> None:
+        """Cache a committed dictionary of the operator."""
+        self._op_dictionaries[op_id] = dictionary
+        self._dictionaries[dictionary.id] = dictionary.data
+
+    def operator_dictionary(self, job: str, operator: str) -> Dictionary | None:
+        """The trained dictionary of the operator's blocks, if it has one yet."""
+
+        known = self._dictionary_by_name.get((job, operator))
+        if known is not None:
+            return known
+
+        def work(tx: Tx) -> tuple[int, Dictionary | None]:
+            op_id = self._operator_id(tx, job, operator)
+            return op_id, self._operator_dictionary_tx(tx, op_id)
+
+        op_id, dictionary = self._run("reading the operator's dictionary", work, write=False)
+        if dictionary is not None:
+            self._remember_dictionary(op_id, dictionary)
+            self._dictionary_by_name[(job, operator)] = dictionary
+        return dictionary
+
+    def offer_dictionary(self, job: str, operator: str, payloads: Sequence[bytes]) -> None:
+        """Sample block payloads of the operator (encoded without a trained dictionary);
+        once there are enough, train a dictionary and store it (unless one is stored)."""
+        data = sample(f"{self.url}#{job}#{operator}", payloads)
+        if data is None:
+            return
+
+        def work(tx: Tx) -> tuple[int, Dictionary]:
+            op_id = self._operator_id(tx, job, operator)
+            return op_id, self._store_dictionary_tx(tx, op_id, data)
+
+        op_id, dictionary = self._run("storing the operator's dictionary", work)
+        self._remember_dictionary(op_id, dictionary)
+        self._dictionary_by_name[(job, operator)] = dictionary
+
+    def dictionary(self, dict_id: int) -> bytes | None:
+        """The bytes of trained dictionary ``dict_id`` (``None``: not in the catalog)."""
+        data = self._dictionaries.get(dict_id)
+        if data is None:
+            row = self._run(
+                "reading a dictionary",
+                lambda tx: tx.one("SELECT data FROM ckpt_dictionaries WHERE id = ?", (dict_id,)),
+                write=False,
+            )
+            if row is None:
+                return None
+            data = self._dictionaries[dict_id] = bytes(row[0])
+        return data
 
     def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
         """Record a segment path before its file is written, so no file escapes the GC;
@@ -601,7 +702,8 @@ class SQLBackend(SegmentQueries):
             ids = self._intern_tables(tx, set(block_heads(changes)))
             interned.clear()
             interned.update(ids)
-            block, count = encode_block(changes, True, head_ids=ids)
+            dictionary = self._operator_dictionary_tx(tx, op_id)
+            block, count = encode_block(changes, True, head_ids=ids, dictionary=dictionary)
             write_id = self._insert_write(
                 tx,
                 op_id,
@@ -1002,7 +1104,7 @@ class SQLBackend(SegmentQueries):
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, dict[bytes, bytes]]:
         where = f"job {job!r} operator {operator!r} "
-        return replay(self.read_blocks(writes, where), where, self.table_names)
+        return replay(self.read_blocks(writes, where), where, self.table_names, self.dictionary)
 
     def load_blocks(
         self, job: str, operator: str, key_groups: range, as_of: int
@@ -1027,7 +1129,7 @@ class SQLBackend(SegmentQueries):
     ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
         where = f"job {job!r} operator {operator!r} "
         return {
-            key_group: (writes, replay(blocks, where, self.table_names))
+            key_group: (writes, replay(blocks, where, self.table_names, self.dictionary))
             for key_group, (writes, blocks) in self.load_blocks(
                 job, operator, key_groups, as_of
             ).items()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 
-from objectspace.storage.blocks import Block
+from objectspace.storage.blocks import Block, Dictionary
 from objectspace.storage.contract import Backend, WriteInfo
 
 __all__ = ["SegmentCatalog", "SegmentEntry"]
@@ -66,6 +66,19 @@ class SegmentCatalog(Backend):
     ) -> dict[int, tuple[list[WriteInfo], list[Block]]]:
         """Chains of ``key_groups`` as of ``as_of`` and their blocks (as
         :meth:`read_blocks`), from one snapshot of the catalog, checked for gaps."""
+
+    @abstractmethod
+    def operator_dictionary(self, job: str, operator: str) -> Dictionary | None:
+        """The trained dictionary of the operator's blocks, if it has one yet."""
+
+    @abstractmethod
+    def offer_dictionary(self, job: str, operator: str, payloads: Sequence[bytes]) -> None:
+        """Sample block payloads encoded without a trained dictionary; once there are
+        enough, train the operator's dictionary and store it (unless one is stored)."""
+
+    @abstractmethod
+    def dictionary(self, dict_id: int) -> bytes | None:
+        """The bytes of trained dictionary ``dict_id`` (``None``: not in the catalog)."""
 
     @abstractmethod
     def stamp_unreferenced(self, now: float | None = None) -> int:

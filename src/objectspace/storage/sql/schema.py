@@ -187,6 +187,17 @@ TABLES: tuple[Table, ...] = (
         (_c("write", "id", **_NN), _c("data", "bytes", **_NN)),
         ("write",),
     ),
+    # per operator, the zstd dictionary its blocks are compressed with once trained (the
+    # first one stored wins; objectspace.storage.blocks)
+    Table(
+        "ckpt_dictionaries",
+        (
+            _c("id", "id", **_NN),
+            _c("op", "int64", nullable=False, unique=True),
+            _c("data", "bytes", **_NN),
+        ),
+        ("id",),
+    ),
     # segment files forgotten by the catalog and not yet deleted (added after version 1)
     Table(
         "ckpt_gc_trash",
