@@ -3,9 +3,13 @@ once, whatever backend stores the bytes (a row of ``ckpt_blocks`` in SQLite or P
 range of a segment file).
 
 A block is ``kind (u8) | xxh64 of the body (u64, little-endian) | body``; the body is the
-payload, zstd-compressed (kind ``0x22``, against the built-in dictionary :data:`DICTIONARY`)
-or stored as is when compression does not pay (kind ``0x21``). The payload is columnar (a
-msgpack array of columns): the table folders (interned ids, or names), how many tables each
+payload, zstd-compressed (a frame without its magic number and checksum: kind ``0x22``
+against the built-in dictionary :data:`DICTIONARY`, kind ``0x23`` against the operator's
+trained dictionary, whose id in the catalog precedes the frame: one byte, or 255 and a
+u32) or stored as is when
+compression does not pay (kind ``0x21``). The payload is columnar (a
+msgpack array of columns): the table folders (interned ids in increasing order,
+delta-encoded; or names), how many tables each
 folder has, the tables' last path components (each once) and each table's index into them,
 each table's row count, the deleted tables; per table how its keys are stored (``None``:
 all as bytes), the keys stored as delta-encoded integers (a table whose keys are all
@@ -119,10 +123,14 @@ def _compressor(level: int, dictionary: Dictionary | None = None) -> Any:
         if len(cache) > 64:
             cache.clear()
         compressor = cache[key] = zstandard.ZstdCompressor(
-            level=level,
             dict_data=_dictionary() if dictionary is None else _zdict(dictionary.data),
-            write_checksum=False,
-            write_dict_id=False,
+            compression_params=zstandard.ZstdCompressionParameters.from_level(
+                level,
+                format=zstandard.FORMAT_ZSTD1_MAGICLESS,
+                write_checksum=0,
+                write_dict_id=0,
+                write_content_size=1,
+            ),
         )
     return compressor
 
@@ -137,7 +145,8 @@ def _decompressor(dictionary: bytes | None = None) -> Any:
         if len(cache) > 64:
             cache.clear()
         decompressor = cache[key] = zstandard.ZstdDecompressor(
-            dict_data=_dictionary() if dictionary is None else _zdict(dictionary)
+            dict_data=_dictionary() if dictionary is None else _zdict(dictionary),
+            format=zstandard.FORMAT_ZSTD1_MAGICLESS,
         )
     return decompressor
 
@@ -281,6 +290,8 @@ def encode_block(
     values: list[bytes] = []
     rows_total = 0
     index = 0
+    if head_ids is not None:  # interned folders in id order: their ids delta-encode
+        by_head = dict(sorted(by_head.items(), key=lambda item: head_ids[item[0]]))
     for group in by_head.values():
         head_tables.append(len(group))
         for tail, change in group:
@@ -321,7 +332,8 @@ def encode_block(
                     values.append(value)  # type: ignore[arg-type]
     heads: list[Any] = list(by_head)
     if head_ids is not None:
-        heads = [head_ids[h] for h in heads]
+        ids = [head_ids[h] for h in heads]
+        heads = [b - a for a, b in zip([0, *ids], ids, strict=False)]
     payload = msgpack.packb(
         [
             heads,
@@ -349,14 +361,26 @@ def encode_block(
     elif dictionary is None:
         kind, body = _ZSTD, compressed
     else:
-        kind, body = _TRAINED, _DICT_ID.pack(dictionary.id) + compressed
+        kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
     return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total + len(truncated)
+
+
+def _dict_ref(dict_id: int) -> bytes:
+    """A dictionary id as it precedes the frame: one byte below 255, else 255 and a u32."""
+    return bytes((dict_id,)) if dict_id < 255 else b"\xff" + _DICT_ID.pack(dict_id)
+
+
+def _read_dict_ref(body: bytes) -> tuple[int, int]:
+    """The dictionary id at the start of ``body`` and the frame's offset."""
+    if body[0] < 255:
+        return body[0], 1
+    return int(_DICT_ID.unpack_from(body, 1)[0]), 1 + _DICT_ID.size
 
 
 def dictionary_id(block: bytes) -> int | None:
     """The id of the trained dictionary a block was compressed with, or ``None``."""
-    if len(block) >= _HEAD.size + _DICT_ID.size and block[0] == _TRAINED and not _is_legacy(block):
-        return int(_DICT_ID.unpack_from(block, _HEAD.size)[0])
+    if len(block) > _HEAD.size and block[0] == _TRAINED and not _is_legacy(block):
+        return _read_dict_ref(block[_HEAD.size :])[0]
     return None
 
 
@@ -404,14 +428,14 @@ def _payload(block: bytes, where: str, dictionaries: DictionaryLookup | None = N
         if kind == _RAW:
             return bytes(body)
         if kind == _TRAINED:
-            (dict_id,) = _DICT_ID.unpack_from(body)
+            dict_id, start = _read_dict_ref(body)
             data = None if dictionaries is None else dictionaries(dict_id)
             if data is None:
                 raise CorruptStateError(
                     f"{where}: the block was compressed with dictionary {dict_id}, which is not "
                     "in the catalog (ckpt_dictionaries)"
                 )
-            return bytes(_decompressor(data).decompress(body[_DICT_ID.size :]))
+            return bytes(_decompressor(data).decompress(body[start:]))
     except zstandard.ZstdError as exc:
         raise CorruptStateError(
             f"{where} is corrupt: the block does not decompress: {exc}"
@@ -507,6 +531,8 @@ def _decode(
             planes,
         ) = columns
         if heads and isinstance(heads[0], int):
+            if legacy_values is None:
+                heads = list(accumulate(heads))
             if resolve is None:
                 raise CorruptStateError("its table folders are interned and no catalog was given")
             known = resolve(heads)

@@ -404,7 +404,7 @@ class SegmentBackend(Backend):
         for block in blocks:
             offsets.append((offset, len(block)))
             offset += len(block)
-        index = msgpack.packb(offsets)
+        index = msgpack.packb([length for _, length in offsets])
         data = b"".join((MAGIC, *blocks, index, FOOTER.pack(offset), END_MAGIC))
         tmp = path + ".tmp"
         fs = self.fs

@@ -1,6 +1,7 @@
 """The segment file format: ``OSSEG1\\n``, the blocks (:mod:`objectspace.storage.blocks`,
-the one block format of every backend), a msgpack index of the blocks' (offset, length), the
-index's offset (u64) and ``OSEND1``.
+the one block format of every backend) one after the other, a msgpack index of the blocks'
+lengths (files of earlier versions: their (offset, length) pairs), the index's offset (u64)
+and ``OSEND1``. Readers use the catalog's offsets; the index describes a file on its own.
 
 The block codec moved to :mod:`objectspace.storage.blocks`; its names still resolve here.
 """
