@@ -198,3 +198,44 @@ def test_a_missing_dictionary_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(osp.CorruptStateError, match="dictionary") as err:
         restored(url)
     assert "'j'" in str(err.value) and "'o'" in str(err.value) and "checkpoint" in str(err.value)
+
+
+def big_state(objects: int = 300, items: int = 20) -> dict[str, TableChanges]:
+    changes = {"state/index": TableChanges(rows={})}
+    for o in range(objects):
+        changes["state/index"].rows[f"{o}/l".encode()] = b"\x81\xa4kind\xa4List"
+        changes[f"state/item/{o}/l/items"] = TableChanges(
+            rows={b"%d" % i: msgpack.packb(o + i / 100) for i in range(items)}
+        )
+        changes[f"state/item/{o}/l/metadata"] = TableChanges(rows={b"length": bytes([items])})
+    return changes
+
+
+def test_a_large_full_block_is_chunked_and_round_trips() -> None:
+    changes = big_state()
+    rows = sum(len(c.rows) for c in changes.values())
+    assert rows > 3 * blocks.CHUNK_ROWS
+    block, count = blocks.encode_block(changes, True)
+    assert count == rows
+    truncated, decoded = blocks.decode_block(block, "here")
+    assert truncated == {}
+    assert sorted(decoded) == sorted(expected(changes, True)[1])
+    small, _ = blocks.encode_block(changes, False)  # a differential block is never chunked
+    assert len(small) < len(block) + 1024
+
+
+def test_lookup_decodes_only_the_chunks_of_its_range() -> None:
+    changes = big_state()
+    block, _ = blocks.encode_block(changes, True)
+    prefix = "state/item/123/l/"
+    found = blocks.lookup(block, "here", (prefix, b""), (prefix[:-1] + "0", b""))
+    assert found == {name: dict(c.rows) for name, c in changes.items() if name.startswith(prefix)}
+    index = blocks.lookup(block, "here", ("state/index", b"123/l"), ("state/index", b"123/l\x00"))
+    assert index == {"state/index": {b"123/l": b"\x81\xa4kind\xa4List"}}
+    # a byte flipped in the last chunk: the whole block fails, a lookup elsewhere does not
+    broken = bytearray(block)
+    broken[-5] ^= 0x01
+    with pytest.raises(osp.CorruptStateError, match="checksum"):
+        blocks.decode_block(bytes(broken), "here")
+    again = blocks.lookup(bytes(broken), "here", (prefix, b""), (prefix[:-1] + "0", b""))
+    assert again == found

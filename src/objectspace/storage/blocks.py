@@ -30,6 +30,7 @@ group, checkpoint and where the block lives.
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,6 +52,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("checkpoint storage needs xxhash and zstandard") from exc
 
 __all__ = [
+    "CHUNK_ROWS",
     "DICTIONARY",
     "DICTIONARY_BYTES",
     "LEGACY",
@@ -65,6 +67,7 @@ __all__ = [
     "decode_block",
     "dictionary_id",
     "encode_block",
+    "lookup",
     "path_component",
     "replay",
     "sample",
@@ -261,15 +264,136 @@ def encode_block(
     dictionary: Dictionary | None = None,
     payloads: list[bytes] | None = None,
 ) -> tuple[bytes, int]:
-    """One key group's edits as a block; returns the block and its number of rows (row
-    edits and deleted tables). A full block holds no deletes (it starts from nothing).
-    ``dictionary``: the operator's trained dictionary, if it has one; ``payloads``
-    collects the uncompressed payload of a differential block (samples to train one on).
+    """One key group's edits as a block; returns the block and its number of rows. A full
+    block of more than :data:`CHUNK_ROWS` rows is chunked (see :func:`lookup`)."""
+    if full and sum(len(c.rows) for c in changes.values()) > CHUNK_ROWS:
+        return _encode_chunked(changes, level, head_ids, dictionary)
+    return _encode_plain(changes, full, level, head_ids, dictionary, payloads)
 
-    Keys are stored per table as delta-encoded integers (when all are decimal integers) or
-    as bytes with their lengths. Values are stored as byte planes when they all have one
-    width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
-    a msgpack float, whose 8 bytes go to a column of byte planes).
+
+CHUNK_ROWS = 2048
+"""Full blocks of more rows are written as sorted chunks of at most this many rows."""
+
+_CHUNKED = 0x24  # a full block as sorted chunks with an index
+_INDEX = struct.Struct("<IQ")  # the index's length and xxh64
+
+
+def _encode_chunked(
+    changes: Mapping[str, TableChanges],
+    level: int,
+    head_ids: Mapping[str, int] | None,
+    dictionary: Dictionary | None,
+) -> tuple[bytes, int]:
+    """A full block as an SSTable does it: rows sorted by (table, key), cut into chunks of
+    :data:`CHUNK_ROWS` rows, each a plain block of its own (compressed and checksummed),
+    behind an index of each chunk's first (table, key) and length, so that :func:`lookup`
+    decodes only the chunks a range of rows can be in."""
+    chunks: list[bytes] = []
+    index: list[list[Any]] = []
+    current: dict[str, TableChanges] = {}
+    count = total = 0
+    first: list[Any] = []
+    for name in sorted(changes):
+        rows = changes[name].rows
+        for key in sorted(rows):
+            value = rows[key]
+            if value is DELETED:
+                continue
+            if not first:
+                first = [name, key]
+            table = current.get(name)
+            if table is None:
+                table = current[name] = TableChanges()
+            table.rows[key] = value
+            count += 1
+            total += 1
+            if count >= CHUNK_ROWS:
+                block, _ = _encode_plain(current, True, level, head_ids, dictionary)
+                index.append([*first, len(block)])
+                chunks.append(block)
+                current, count, first = {}, 0, []
+    if current:
+        block, _ = _encode_plain(current, True, level, head_ids, dictionary)
+        index.append([*first, len(block)])
+        chunks.append(block)
+    packed = msgpack.packb(index, use_bin_type=True)
+    body = _INDEX.pack(len(packed), xxhash.xxh64_intdigest(packed)) + packed + b"".join(chunks)
+    return _HEAD.pack(_CHUNKED, xxhash.xxh64_intdigest(body)) + body, total
+
+
+def _chunks(block: bytes, where: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
+    """A chunked block's index (each chunk's first table and key) and its chunks; the
+    index is checked against its checksum (each chunk carries its own)."""
+    body = block[_HEAD.size :]
+    try:
+        length, digest = _INDEX.unpack_from(body)
+        packed = body[_INDEX.size : _INDEX.size + length]
+        if xxhash.xxh64_intdigest(packed) != digest:
+            raise ValueError("the chunk index fails its checksum")
+        firsts, chunks = [], []
+        pos = _INDEX.size + length
+        for name, key, size in msgpack.unpackb(packed, raw=False):
+            firsts.append((name, key))
+            chunks.append(body[pos : pos + size])
+            pos += size
+        if pos != len(body):
+            raise ValueError(f"the chunks end at {pos}, the block at {len(body)}")
+    except (ValueError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
+    return firsts, chunks
+
+
+def lookup(
+    block: bytes,
+    where: str,
+    start: tuple[str, bytes],
+    stop: tuple[str, bytes],
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+    dictionaries: DictionaryLookup | None = None,
+) -> Tables:
+    """The rows ``(table, key)`` of a full block with ``start <= (table, key) < stop``,
+    decoding only the chunks they can be in (a block that is not chunked is decoded whole).
+    One key's objects are such ranges: their tables share a name prefix."""
+    if len(block) > _HEAD.size and block[0] == _CHUNKED and not _is_legacy(block):
+        firsts, chunks = _chunks(block, where)
+        at = max(bisect.bisect_right(firsts, start) - 1, 0)
+        wanted = []
+        while at < len(chunks) and firsts[at] < stop:
+            wanted.append(chunks[at])
+            at += 1
+    else:
+        wanted = [block]
+    found: Tables = {}
+    for chunk in wanted:
+        decoded = _decode(chunk, where, resolve, dictionaries)
+        row = 0
+        for name, count in zip(decoded.names, decoded.counts, strict=True):
+            for i in range(row, row + count):
+                value = decoded.values[i]
+                if value is not None and start <= (name, decoded.keys[i]) < stop:
+                    found.setdefault(name, {})[decoded.keys[i]] = value
+            row += count
+    return found
+
+
+def _encode_plain(
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    level: int = 3,
+    head_ids: Mapping[str, int] | None = None,
+    dictionary: Dictionary | None = None,
+    payloads: list[bytes] | None = None,
+) -> tuple[bytes, int]:
+    """One key group's edits as a block;
+    returns the block and its number of rows (row
+       edits and deleted tables). A full block holds no deletes (it starts from nothing).
+       ``dictionary``: the operator's trained dictionary, if it has one; ``payloads``
+       collects the uncompressed payload of a differential block (samples to train one on).
+
+       Keys are stored per table as delta-encoded integers (when all are decimal integers) or
+       as bytes with their lengths. Values are stored as byte planes when they all have one
+       width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
+       a msgpack float, whose 8 bytes go to a column of byte planes).
     """
     by_head: dict[str, list[tuple[str, TableChanges]]] = {}
     for name, change in changes.items():
@@ -379,6 +503,8 @@ def _read_dict_ref(body: bytes) -> tuple[int, int]:
 
 def dictionary_id(block: bytes) -> int | None:
     """The id of the trained dictionary a block was compressed with, or ``None``."""
+    if len(block) > _HEAD.size and block[0] == _CHUNKED and not _is_legacy(block):
+        return dictionary_id(_chunks(block, "a chunked block")[1][0])
     if len(block) > _HEAD.size and block[0] == _TRAINED and not _is_legacy(block):
         return _read_dict_ref(block[_HEAD.size :])[0]
     return None
@@ -592,6 +718,22 @@ def _mixed_values(value_lens: list[int], values: bytes, floats: bytes) -> list[b
     return out
 
 
+def _decode_all(
+    block: bytes,
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None,
+    dictionaries: DictionaryLookup | None,
+) -> list[_Decoded]:
+    """A block's decoded parts: one, or one per chunk of a chunked full block (whose
+    checksum covers the whole block: every byte is verified)."""
+    if len(block) > _HEAD.size and block[0] == _CHUNKED and not _is_legacy(block):
+        _, digest = _HEAD.unpack_from(block)
+        if xxhash.xxh64_intdigest(block[_HEAD.size :]) != digest:
+            raise CorruptStateError(f"{where} is corrupt: the block fails its checksum")
+        return [_decode(c, where, resolve, dictionaries) for c in _chunks(block, where)[1]]
+    return [_decode(block, where, resolve, dictionaries)]
+
+
 def decode_block(
     block: bytes,
     where: str,
@@ -601,18 +743,20 @@ def decode_block(
     """A block's deleted tables and rows (``None`` value: a delete);
     :class:`CorruptStateError` naming ``where``. ``resolve`` maps interned table-folder ids
     to names (the catalog's ``table_names``)."""
-    decoded = _decode(block, where, resolve, dictionaries)
-    try:
-        values = decoded.values
-        rows: _Rows = []
-        row = 0
-        for name, count in zip(decoded.names, decoded.counts, strict=True):
-            for _ in range(count):
-                rows.append((name, decoded.keys[row], values[row]))
-                row += 1
-    except (IndexError, ValueError) as exc:
-        raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
-    return {decoded.names[i]: True for i in decoded.truncated}, rows
+    rows: _Rows = []
+    truncated: dict[str, bool] = {}
+    for decoded in _decode_all(block, where, resolve, dictionaries):
+        try:
+            values = decoded.values
+            row = 0
+            for name, count in zip(decoded.names, decoded.counts, strict=True):
+                for _ in range(count):
+                    rows.append((name, decoded.keys[row], values[row]))
+                    row += 1
+        except (IndexError, ValueError) as exc:
+            raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
+        truncated.update({decoded.names[i]: True for i in decoded.truncated})
+    return truncated, rows
 
 
 def _apply(tables: Tables, decoded: _Decoded) -> int:
@@ -676,11 +820,12 @@ def replay(
                 f"{what}: the block is not the one the catalog recorded (digest mismatch: "
                 "rows missing or added)"
             )
-        decoded = _decode(block.data, what, resolve, dictionaries)
-        try:
-            rows = _apply(tables, decoded)
-        except (IndexError, ValueError) as exc:
-            raise CorruptStateError(f"{what}: the block is corrupt: {exc}") from exc
+        rows = 0
+        for decoded in _decode_all(block.data, what, resolve, dictionaries):
+            try:
+                rows += _apply(tables, decoded)
+            except (IndexError, ValueError) as exc:
+                raise CorruptStateError(f"{what}: the block is corrupt: {exc}") from exc
         if rows != block.rows:
             raise CorruptStateError(
                 f"{what}: the write has {block.rows} rows but its block holds {rows} "
