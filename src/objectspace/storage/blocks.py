@@ -165,7 +165,7 @@ operator's own (full blocks, first writes and compactions, are not typical: not 
 SAMPLE_BYTES_TO_TRAIN = 24 * 1024
 """... and the bytes of their payloads it needs at least (zstd needs enough to train on)."""
 
-DICTIONARY_BYTES = 8 * 1024
+DICTIONARY_BYTES = 16 * 1024
 """The size of a trained dictionary (stored once per operator)."""
 
 _SAMPLES: dict[str, list[bytes]] = {}
