@@ -136,9 +136,11 @@ def restored(url: str, keys: int = 200) -> dict[int, list[float]]:
         storage.close()
 
 
-@pytest.fixture(params=["sqlite", "file"])
+@pytest.fixture(params=["sqlite", "file", "postgresql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     catalog = f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
     if request.param == "sqlite":
         return catalog
     from urllib.parse import quote
@@ -149,17 +151,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_blocks_switch_to_a_trained_dictionary(url: str, tmp_path: Path) -> None:
     reference = buffer_history(url)
     assert restored(url) == reference
-    import sqlite3
-
-    conn = sqlite3.connect(tmp_path / "state.db")
-    try:
-        [(count,)] = conn.execute("SELECT COUNT(*) FROM ckpt_dictionaries").fetchall()
-        assert count == 1  # one per operator, trained once
-    finally:
-        conn.close()
     # the newest writes' blocks name the dictionary; the first ones do not
     storage = osp.open_storage(url)
     backend: Any = storage.backend
+    catalog = getattr(backend, "catalog", backend)
+    [(count,)] = catalog._run(
+        "test", lambda tx: tx.all("SELECT COUNT(*) FROM ckpt_dictionaries"), write=False
+    )
+    assert count == 1  # one per operator, trained once
     chains = backend.chains("j", "o", range(64), 12)
     firsts, lasts = [], []
     for chain in chains.values():
@@ -176,14 +175,12 @@ def block_bytes(backend: Any, w: WriteInfo, tmp_path: Path) -> bytes:
         with open(w.segment, "rb") as f:
             f.seek(w.offset)
             return f.read(w.length)
-    import sqlite3
-
-    conn = sqlite3.connect(tmp_path / "state.db")
-    try:
-        [(data,)] = conn.execute("SELECT data FROM ckpt_blocks WHERE write = ?", (w.write_id,))
-        return bytes(data)
-    finally:
-        conn.close()
+    [(data,)] = backend._run(
+        "test",
+        lambda tx: tx.all("SELECT data FROM ckpt_blocks WHERE write = ?", (w.write_id,)),
+        write=False,
+    )
+    return bytes(data)
 
 
 def test_a_missing_dictionary_is_an_error(tmp_path: Path) -> None:
