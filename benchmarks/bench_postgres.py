@@ -32,7 +32,7 @@ from tests.support.servers import start_postgres
 
 MAX_KG = 128
 ENTRIES = 10
-TARGET_RATE = 100_000
+TARGET_RATE = 300_000
 
 
 def _populate(op: osp.Operator, job: osp.Job, keys: int, p: int) -> list[osp.Instance]:
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         [
             [
                 "differential checkpoint throughput",
-                ">= 100,000 dirty entries/s",
+                ">= 300,000 dirty entries/s",
                 f"{t['rate']:,.0f}/s",
                 status(t["rate"] >= TARGET_RATE),
             ]

@@ -37,7 +37,7 @@ CAPACITY = 100
 CHECKPOINTS = 60
 EVENTS = 2
 PARALLELISM = 4
-TARGET_BYTES = 1_500_000
+TARGET_BYTES = 1_200_000
 
 
 def run(folder: str, max_key_groups: int, keys: int, checkpoints: int) -> dict[str, float]:
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         [
             [
                 f"segment bytes, {kg} key groups",
-                "<= 1.5 MB",
+                "<= 1.2 MB",
                 fmt_bytes(results[kg]["bytes"]),
                 status(results[kg]["bytes"] <= TARGET_BYTES),
             ]

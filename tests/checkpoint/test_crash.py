@@ -97,20 +97,18 @@ def uncommitted_writes(storage: Storage) -> int:
 
 
 def check_catalog(storage: Storage) -> None:
-    """No half-written write: every write has all its rows, every row has its write, and
+    """No half-written write: every write has its block, every block has its write, and
     every retained checkpoint has exactly the committed writes of its version."""
     conn = storage.backend.connection  # type: ignore[attr-defined]
     orphans = conn.execute(
-        "SELECT (SELECT COUNT(*) FROM ckpt_rows WHERE write NOT IN (SELECT id FROM ckpt_writes))"
-        " + (SELECT COUNT(*) FROM ckpt_truncates WHERE write NOT IN (SELECT id FROM ckpt_writes))"
+        "SELECT COUNT(*) FROM ckpt_blocks WHERE write NOT IN (SELECT id FROM ckpt_writes)"
     ).fetchone()[0]
     assert orphans == 0
-    mismatched = conn.execute(
-        "SELECT w.id, w.rows, (SELECT COUNT(*) FROM ckpt_rows r WHERE r.write = w.id) + "
-        "(SELECT COUNT(*) FROM ckpt_truncates t WHERE t.write = w.id) AS stored "
-        "FROM ckpt_writes w WHERE w.rows != stored"
+    blockless = conn.execute(
+        "SELECT w.id FROM ckpt_writes w WHERE w.segment IS NULL AND NOT EXISTS "
+        "(SELECT 1 FROM ckpt_blocks b WHERE b.write = w.id)"
     ).fetchall()
-    assert mismatched == []
+    assert blockless == []
     last = conn.execute("SELECT last_checkpoint FROM ckpt_jobs WHERE name = ?", (JOB,)).fetchone()
     if last is not None and last[0] is not None:
         beyond = conn.execute(

@@ -19,6 +19,7 @@ import pytest
 
 import objectspace as osp
 from objectspace.checkpoint import Instance, Job, Operator
+from objectspace.storage.sql import SCHEMA_VERSION
 from tests.support.two_drivers_worker import expected, restore
 
 MAX_KG = 8
@@ -182,7 +183,7 @@ def test_a_store_of_schema_version_1_is_migrated(tmp_path: Any) -> None:
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT value FROM ckpt_meta WHERE name = 'schema_version'").fetchone()[
         0
-    ] == str(2)
+    ] == str(SCHEMA_VERSION)
     conn.close()
 
 

@@ -1,6 +1,7 @@
 """Stored state is verified on read (SQLite and PostgreSQL versioned storage, and the core
-SQLiteStore): a changed byte, a deleted row of any catalog table, or a write missing from a
-chain raises CorruptStateError naming what is wrong, never an empty or altered state."""
+SQLiteStore): a changed byte of a block, a deleted block or row of any catalog table, a block
+swapped for another, or a write missing from a chain raises CorruptStateError naming what is
+wrong, never an empty or altered state."""
 
 from __future__ import annotations
 
@@ -86,77 +87,80 @@ def test_intact_state_restores(url: str) -> None:
     assert restore(url, 1) == ("ACC-1", [1])
 
 
-def test_changed_value_is_detected(url: str) -> None:
+def block_of(storage: osp.Storage, write_id: int) -> bytes:
+    backend: Any = storage.backend
+    [(data,)] = backend._run(
+        "test", lambda tx: tx.all("SELECT data FROM ckpt_blocks WHERE write = ?", (write_id,))
+    )
+    return bytes(data)
+
+
+def test_changed_byte_of_a_block_is_detected(url: str) -> None:
     storage, _, group = history(url)
     ids = write_ids(storage, group)
-    backend: Any = storage.backend
-    rows = backend._run(
-        "test",
-        lambda tx: tx.all("SELECT tbl, key, value FROM ckpt_rows WHERE write = ?", (ids[1],)),
-    )
-    (tbl, key, value) = next(r for r in rows if r[2] is not None and b"ACC-1" in bytes(r[2]))
-    run(
-        storage,
-        "UPDATE ckpt_rows SET value = ? WHERE write = ? AND tbl = ? AND key = ?",
-        (bytes(value).replace(b"ACC-1", b"ACC-9"), ids[1], tbl, key),
-    )
+    block = bytearray(block_of(storage, ids[1]))
+    block[-3] ^= 0x01
+    run(storage, "UPDATE ckpt_blocks SET data = ? WHERE write = ?", (bytes(block), ids[1]))
     storage.close()
-    expect_corrupt(url, f"key group {group}", "checkpoint 1", "digest")
+    expect_corrupt(url, f"key group {group}", "checkpoint 1", "checksum")
 
 
 def test_flipped_byte_in_the_sqlite_file_is_detected(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     storage, _, group = history(url)
+    ids = write_ids(storage, group)
+    block = block_of(storage, ids[1])[9:]  # the block's body, after its kind and checksum
     storage.close()  # the last connection copies the WAL back into the file
     path = tmp_path / "state.db"
     data = path.read_bytes()
-    at = data.find(b"ACC-1")
-    assert at > 0 and data.find(b"ACC-1", at + 1) < 0
-    path.write_bytes(data[:at] + b"ACC-9" + data[at + 5 :])
-    expect_corrupt(url, f"key group {group}", "checkpoint 1", "state.db")
+    at = data.find(block)
+    assert at > 0 and data.find(block, at + 1) < 0
+    at += len(block) // 2
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1 :])
+    expect_corrupt(url, f"key group {group}", "checkpoint 1", "state.db", "checksum")
 
 
-def a_row(storage: osp.Storage, write_id: int) -> tuple[Any, bytes, bytes]:
-    """(table id, key, value) of one put of the write."""
+def folder_id(storage: osp.Storage, fragment: str) -> int:
+    """The id of the interned table folder whose name holds ``fragment``."""
     backend: Any = storage.backend
-    rows = backend._run(
+    [(tid,)] = backend._run(
         "test",
-        lambda tx: tx.all(
-            "SELECT tbl, key, value FROM ckpt_rows WHERE write = ? AND value IS NOT NULL "
-            "ORDER BY tbl, key",
-            (write_id,),
-        ),
+        lambda tx: tx.all("SELECT id FROM ckpt_tables WHERE name LIKE ?", (f"%{fragment}%",)),
     )
-    tbl, key, value = rows[0]
-    return tbl, bytes(key), bytes(value)
+    return int(tid)
 
 
-@pytest.mark.parametrize("table", ["ckpt_rows", "ckpt_tables"])
+@pytest.mark.parametrize("table", ["ckpt_blocks", "ckpt_tables"])
 def test_deleted_row_is_detected(url: str, table: str) -> None:
     storage, _, group = history(url)
     ids = write_ids(storage, group)
-    if table == "ckpt_rows":
-        tbl, key, _ = a_row(storage, ids[2])
-        deleted = run(
-            storage,
-            "DELETE FROM ckpt_rows WHERE write = ? AND tbl = ? AND key = ?",
-            (ids[2], tbl, key),
-        )
-        words = [f"key group {group}", "checkpoint 2", "rows missing"]
+    if table == "ckpt_blocks":
+        deleted = run(storage, "DELETE FROM ckpt_blocks WHERE write = ?", (ids[2],))
+        words = [f"key group {group}", "checkpoint 2", "block is missing"]
     else:
-        tbl, _, _ = a_row(storage, ids[1])
-        deleted = run(storage, "DELETE FROM ckpt_tables WHERE id = ?", (tbl,))
+        tid = folder_id(storage, "account")
+        deleted = run(storage, "DELETE FROM ckpt_tables WHERE id = ?", (tid,))
         words = [f"key group {group}", "checkpoint 1", "no name"]
     assert deleted == 1
     storage.close()
     expect_corrupt(url, *words)
 
 
-def test_added_row_is_detected(url: str) -> None:
+def test_replaced_block_is_detected(url: str) -> None:
+    """A valid block of another write in place of the write's own: its checksum holds, the
+    catalog's digest does not."""
     storage, _, group = history(url)
     ids = write_ids(storage, group)
-    tbl, _, value = a_row(storage, ids[3])
-    run(storage, "INSERT INTO ckpt_rows VALUES (?, ?, ?, ?)", (ids[3], tbl, b"planted", value))
+    other = block_of(storage, ids[2])
+    run(storage, "UPDATE ckpt_blocks SET data = ? WHERE write = ?", (other, ids[3]))
+    storage.close()
+    expect_corrupt(url, f"key group {group}", "checkpoint 3", "rows missing or added")
+
+
+def test_wrong_row_count_is_detected(url: str) -> None:
+    storage, _, group = history(url)
+    ids = write_ids(storage, group)
+    run(storage, "UPDATE ckpt_writes SET rows = rows + 1 WHERE id = ?", (ids[3],))
     storage.close()
     expect_corrupt(url, f"key group {group}", "checkpoint 3", "rows missing or added")
 

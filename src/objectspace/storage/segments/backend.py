@@ -30,7 +30,8 @@ dies in between leaves the row, and the next pass deletes the file. The GC never
 path outside the storage root, whatever the catalog says (``..``, an absolute path, a
 symlink that leads out): it logs a warning and leaves it.
 
-The block and file format is in :mod:`objectspace.storage.segments.codec`.
+The block format is :mod:`objectspace.storage.blocks` (the same for every backend); the
+file format is in :mod:`objectspace.storage.segments.codec`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 import msgpack
 
 from objectspace.errors import CorruptStateError, StorageError
+from objectspace.storage.blocks import (
+    Block,
+    block_digest,
+    block_heads,
+    encode_block,
+    path_component,
+    replay,
+)
 from objectspace.storage.contract import (
     Backend,
     CheckpointInfo,
@@ -57,18 +66,8 @@ from objectspace.storage.contract import (
     RetentionStats,
     WriteInfo,
     WriteSummary,
-    materialize,
 )
-from objectspace.storage.segments.codec import (
-    _FOOTER,
-    END_MAGIC,
-    MAGIC,
-    _component,
-    _Rows,
-    block_heads,
-    decode_block,
-    encode_block,
-)
+from objectspace.storage.segments.codec import END_MAGIC, FOOTER, MAGIC
 from objectspace.storage.sql.catalog import SegmentCatalog
 from objectspace.storage.urls import redact_text, redact_url
 from objectspace.tables import TableChanges
@@ -334,8 +333,8 @@ class SegmentBackend(Backend):
         self._ready()
         return "/".join(
             (
-                _component(job),
-                _component(operator),
+                path_component(job),
+                path_component(operator),
                 f"{version:012d}-{attempt}-{uuid.uuid4().hex[:8]}.seg",
             )
         )
@@ -353,17 +352,23 @@ class SegmentBackend(Backend):
         path = self._path(job, operator, version, attempt)
         heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
         segment_id, head_ids = self.catalog.reserve_segment(path, heads)
+        dictionary = self.catalog.operator_dictionary(job, operator)
+        payloads: list[bytes] | None = [] if dictionary is None else None
         blocks = []
         counts = []
         for part in parts:
-            block, rows = encode_block(part.changes, part.full, self.level, head_ids)
+            block, rows = encode_block(
+                part.changes, part.full, self.level, head_ids, dictionary, payloads
+            )
             blocks.append(block)
             counts.append(rows)
         full = self._full(path)
         size, offsets = self._publish(full, blocks)
         entries = [
-            (part.key_group, part.full, length, rows, offset, length)
-            for part, rows, (offset, length) in zip(parts, counts, offsets, strict=True)
+            (part.key_group, part.full, length, rows, offset, length, block_digest(block))
+            for part, block, rows, (offset, length) in zip(
+                parts, blocks, counts, offsets, strict=True
+            )
         ]
         try:
             infos = self.catalog.register_segment(
@@ -379,6 +384,8 @@ class SegmentBackend(Backend):
         except BaseException:
             self._discard(full)
             raise
+        if payloads:
+            self.catalog.offer_dictionary(job, operator, payloads)
         return [self._located(info) for info in infos]
 
     def _discard(self, path: str) -> None:
@@ -397,8 +404,8 @@ class SegmentBackend(Backend):
         for block in blocks:
             offsets.append((offset, len(block)))
             offset += len(block)
-        index = msgpack.packb(offsets)
-        data = b"".join((MAGIC, *blocks, index, _FOOTER.pack(offset), END_MAGIC))
+        index = msgpack.packb([length for _, length in offsets])
+        data = b"".join((MAGIC, *blocks, index, FOOTER.pack(offset), END_MAGIC))
         tmp = path + ".tmp"
         fs = self.fs
         try:
@@ -422,7 +429,8 @@ class SegmentBackend(Backend):
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
         path = self._path(job, operator, version, "compaction")
         segment_id, head_ids = self.catalog.reserve_segment(path, block_heads(changes))
-        block, rows = encode_block(changes, True, self.level, head_ids)
+        dictionary = self.catalog.operator_dictionary(job, operator)
+        block, rows = encode_block(changes, True, self.level, head_ids, dictionary)
         size, [(offset, length)] = self._publish(self._full(path), [block])
         [info] = self.catalog.register_segment(
             job,
@@ -431,7 +439,7 @@ class SegmentBackend(Backend):
             "compaction",
             (segment_id, path),
             size,
-            [(key_group, True, length, rows, offset, length)],
+            [(key_group, True, length, rows, offset, length, block_digest(block))],
             committed=True,
         )
         return self._located(info)
@@ -442,44 +450,71 @@ class SegmentBackend(Backend):
         # The catalog snapshot fixes which files to read; a file that lost its last
         # reference since is deleted only after the GC's grace period.
         self._ready()
-        loaded = self.catalog.load_catalog(job, operator, key_groups, as_of, with_rows=False)
+        where = f"job {job!r} operator {operator!r} "
         out = {}
-        for key_group, (writes, _) in loaded.items():
+        for key_group, (writes, blocks) in self.catalog.load_blocks(
+            job, operator, key_groups, as_of
+        ).items():
             located = [self._located(w) for w in writes]
-            out[key_group] = (located, self.read(job, operator, located))
+            out[key_group] = (located, self._replay(located, blocks, where))
         return out
 
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, dict[bytes, bytes]]:
-        fs = self.fs
-        parts: list[tuple[dict[str, bool], _Rows]] = []
-        in_catalog = [w for w in writes if w.segment is None]
+        # A reader may read a chain it planned after retention dropped its writes from the
+        # catalog: the files stay for the GC's grace period, and each block carries its
+        # checksum. Only writes the catalog holds the bytes of are read from the catalog.
         where = f"job {job!r} operator {operator!r} "
-        from_catalog = iter(self.catalog.read_parts(in_catalog, where) if in_catalog else ())
-        for info in writes:
-            if info.segment is None:
-                parts.append(next(from_catalog))
-                continue
-            inside = info.segment.startswith(self._base + "/")
-            if not inside or not _plain(info.segment[len(self._base) + 1 :].split("/")):
-                raise CorruptStateError(
-                    f"segment {info.segment!r} is not inside the storage root {self.root}"
-                )
-            try:
-                block = fs.cat_file(info.segment, start=info.offset, end=info.offset + info.length)
-            except FileNotFoundError as exc:
-                raise CorruptStateError(
-                    f"segment {info.segment!r} is missing (key group {info.key_group}, "
-                    f"version {info.version})"
-                ) from exc
-            except OSError as exc:  # e.g. S3 refusing a range past a truncated file's end
-                raise CorruptStateError(
-                    f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
-                    f"{info.offset + info.length} (truncated?): {exc}"
-                ) from exc
-            parts.append(decode_block(block, repr(info.segment), self.catalog.table_names))
-        return materialize(parts)
+        in_catalog = iter(self.catalog.read_blocks([w for w in writes if w.segment is None], where))
+        blocks = [
+            next(in_catalog) if w.segment is None else Block(w, None, None, w.rows, "")
+            for w in writes
+        ]
+        return self._replay(writes, blocks, where)
+
+    def _replay(
+        self, writes: Sequence[WriteInfo], blocks: Sequence[Block], where: str
+    ) -> dict[str, dict[bytes, bytes]]:
+        """Fetch the blocks that live in segment files, then replay the chain (verified)."""
+        fetched = [
+            block
+            if info.segment is None
+            else dataclasses.replace(
+                block, write=info, data=self._fetch(info), where=f"segment {info.segment!r}"
+            )
+            for info, block in zip(writes, blocks, strict=True)
+        ]
+        return replay(fetched, where, self.catalog.table_names, self.catalog.dictionary)
+
+    def _fetch(self, info: WriteInfo) -> bytes:
+        """The bytes of a block in a segment file (a filesystem path, see :meth:`_located`)."""
+        assert info.segment is not None
+        inside = info.segment.startswith(self._base + "/")
+        if not inside or not _plain(info.segment[len(self._base) + 1 :].split("/")):
+            raise CorruptStateError(
+                f"segment {info.segment!r} is not inside the storage root {self.root}"
+            )
+        try:
+            data: bytes = self.fs.cat_file(
+                info.segment, start=info.offset, end=info.offset + info.length
+            )
+        except FileNotFoundError as exc:
+            raise CorruptStateError(
+                f"segment {info.segment!r} is missing (key group {info.key_group}, "
+                f"version {info.version})"
+            ) from exc
+        except OSError as exc:  # e.g. S3 refusing a range past a truncated file's end
+            raise CorruptStateError(
+                f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
+                f"{info.offset + info.length} (truncated?): {exc}"
+            ) from exc
+        if len(data) != info.length:
+            raise CorruptStateError(
+                f"segment {info.segment!r} is truncated: {len(data)} of {info.length} bytes at "
+                f"{info.offset} (key group {info.key_group}, version {info.version})"
+            )
+        return data
 
     def gc(
         self, grace_seconds: float = 600.0, *, dry_run: bool = False, now: float | None = None

@@ -1,38 +1,48 @@
-"""The checkpoint catalog and row store in SQL, shared by the SQLite and PostgreSQL backends.
+"""The checkpoint catalog and block store in SQL, shared by the SQLite and PostgreSQL backends.
 
 Layout: a catalog (jobs, operators, checkpoints, writes, segment files) and the data of
-every write stored either as rows ``(write id, table id, key, value or NULL for a delete)``
-plus the tables it deleted, or in a segment file that the write references by path,
-offset and length. Table names are interned once in ``ckpt_tables``, so a row costs its
-key, its value and two small integers.
+every write as one block (:mod:`objectspace.storage.blocks`): a row ``(write id, bytes)`` of
+``ckpt_blocks``, or a range of a segment file that the write references by path, offset and
+length. Blocks are appended in write-id order, so they land at the end of their B-tree.
+Table folders are interned once in ``ckpt_tables``; a block names them by id.
 
 A dialect subclass supplies connections and transactions (:meth:`SQLBackend._run`), the
-schema (the DDL of both dialects is in :mod:`objectspace.storage.sql.schema`), and bulk row
+schema (the DDL of both dialects is in :mod:`objectspace.storage.sql.schema`), and bulk block
 insertion. SQL here is written with ``?`` parameters.
 
-Stored rows are verified on read: each write's catalog row keeps its row count and a digest
-of its rows (:func:`write_digest`; ``NULL`` in stores written before digests existed: those
-are not verified), and a restore checks every write of its chains is there, with its rows
-and its table names, and that no retained checkpoint lost one of its writes. Any mismatch
-raises :class:`~objectspace.CorruptStateError` naming the job, operator, key group and
-checkpoint.
+Blocks are verified on read (:func:`objectspace.storage.blocks.replay`): each write's
+catalog row keeps its row count and its block's checksum as its digest (``NULL`` in stores
+written before digests existed: those are not cross-checked), and a restore checks every
+write of its chains is there, with its block and its table names, and that no retained
+checkpoint lost one of its writes. Any mismatch raises
+:class:`~objectspace.CorruptStateError` naming the job, operator, key group and checkpoint.
+
+Stores of schema version 2 and older kept one row per entry (``ckpt_rows``,
+``ckpt_truncates``): opening one converts each of its writes into a block, in one
+transaction, and drops the row tables (:meth:`SQLBackend._migrate_rows`).
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
-
-import xxhash
 
 from objectspace.errors import (
     CheckpointConflictError,
     CheckpointError,
     CorruptStateError,
     StorageError,
+)
+from objectspace.storage.blocks import (
+    Block,
+    Dictionary,
+    block_digest,
+    block_heads,
+    encode_block,
+    replay,
+    sample,
 )
 from objectspace.storage.contract import (
     CheckpointInfo,
@@ -41,17 +51,17 @@ from objectspace.storage.contract import (
     RetentionStats,
     WriteInfo,
     WriteSummary,
-    materialize,
 )
-from objectspace.storage.sql.catalog import Part, SegmentEntry
+from objectspace.storage.sql.catalog import SegmentEntry
 from objectspace.storage.sql.schema import Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries
 from objectspace.storage.urls import redact_url
 from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
-__all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx", "write_digest"]
+__all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""3: one block per write in ``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
 
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
@@ -77,62 +87,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-_HEAD = struct.Struct("<II")
-_TOTAL = struct.Struct("<QQQ")
-_MASK = (1 << 64) - 1
-
-
-def _row_hash(name: bytes, key: bytes, value: bytes | None) -> int:
-    tail = b"\x00" if value is None else b"\x01" + value
-    return xxhash.xxh64_intdigest(_HEAD.pack(len(name), len(key)) + name + key + tail)
-
-
-def write_digest(
-    rows: Sequence[tuple[str, bytes, bytes | None]], truncated: Sequence[str] = ()
-) -> int:
-    """The digest of a write's rows (table name, key, value or ``None`` for a delete) and
-    deleted tables, whatever their order: the sum of each row's xxh64 over its lengths and
-    bytes, hashed with the counts. A signed 64-bit integer (it fits a BIGINT)."""
-    total = 0
-    for name, key, value in rows:
-        total += _row_hash(name.encode("utf-8"), key, value)
-    for name in truncated:
-        total += xxhash.xxh64_intdigest(b"T" + name.encode("utf-8"))
-    digest = xxhash.xxh64_intdigest(_TOTAL.pack(total & _MASK, len(rows), len(truncated)))
-    return digest - (1 << 64) if digest >= 1 << 63 else digest
-
-
-def _encode_part(
-    part: PendingPart, ids: Mapping[str, int]
-) -> tuple[list[tuple[int, bytes, bytes | None]], list[int], int, int]:
-    """A part's rows (table id, key, value or None), deleted table ids, bytes, and digest
-    (:func:`write_digest`, computed here in the same pass)."""
-    rows: list[tuple[int, bytes, bytes | None]] = []
-    truncates: list[int] = []
-    written = 0
-    total = 0
-    dropped = 0
-    for name, change in part.changes.items():
-        tid = ids[name]
-        encoded = name.encode("utf-8")
-        if change.truncated and not part.full:
-            truncates.append(tid)
-            total += xxhash.xxh64_intdigest(b"T" + encoded)
-            dropped += 1
-        for key, value in change.rows.items():
-            if value is DELETED:
-                if not part.full:  # a full write starts from nothing: deletes are moot
-                    rows.append((tid, key, None))
-                    written += len(key) + ROW_OVERHEAD
-                    total += _row_hash(encoded, key, None)
-            else:
-                rows.append((tid, key, value))  # type: ignore[arg-type]
-                written += len(key) + len(value) + ROW_OVERHEAD  # type: ignore[arg-type]
-                total += _row_hash(encoded, key, value)  # type: ignore[arg-type]
-    digest = xxhash.xxh64_intdigest(_TOTAL.pack(total & _MASK, len(rows), dropped))
-    return rows, truncates, written, digest - (1 << 64) if digest >= 1 << 63 else digest
-
-
 class SQLBackend(SegmentQueries):
     """Catalog and row storage over a SQL database; see the module docstring.
 
@@ -156,6 +110,11 @@ class SQLBackend(SegmentQueries):
         self.fault_hook: Callable[[str], None] | None = None
         self._table_ids: dict[str, int] = {}
         self._names_by_id: dict[int, str] = {}
+        # Trained dictionaries: per operator id (writers), and their bytes by id (readers);
+        # both only of committed rows, which never change.
+        self._op_dictionaries: dict[int, Dictionary] = {}
+        self._dictionaries: dict[int, bytes] = {}
+        self._dictionary_by_name: dict[tuple[str, str], Dictionary] = {}
         # Per job, ranges of checkpoints (after, upto] found to hold all their writes.
         self._complete: dict[str, list[tuple[int, int]]] = {}
 
@@ -169,8 +128,9 @@ class SQLBackend(SegmentQueries):
         A dialect may retry ``work`` on transient conflicts.
         """
 
-    def _insert_rows(self, tx: Tx, rows: list[tuple[int, int, bytes, bytes | None]]) -> None:
-        tx.executemany("INSERT INTO ckpt_rows VALUES (?, ?, ?, ?)", rows)
+    def _insert_blocks(self, tx: Tx, blocks: list[tuple[int, bytes]]) -> None:
+        """Store ``(write id, block)`` pairs (in write-id order: appended to the table)."""
+        tx.executemany("INSERT INTO ckpt_blocks (write, data) VALUES (?, ?)", blocks)
 
     def _fault(self, step: str) -> None:
         if self.fault_hook is not None:
@@ -200,11 +160,68 @@ class SQLBackend(SegmentQueries):
         for table, column, declaration in added_columns(self.DIALECT):
             if column not in self._columns(tx, table):
                 tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        if self._columns(tx, "ckpt_rows"):
+            self._migrate_rows(tx)
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             tx.execute(
                 "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
                 (str(SCHEMA_VERSION),),
             )
+
+    def _migrate_rows(self, tx: Tx) -> None:
+        """Convert a store of schema version 2 or older (one row per entry in ``ckpt_rows``
+        and ``ckpt_truncates``) into blocks, write by write, and drop the row tables; in
+        the transaction that opens the store. Each write's digest becomes its block's
+        checksum; its bytes, the block's size."""
+        names = {int(tid): str(name) for tid, name in tx.all("SELECT id, name FROM ckpt_tables")}
+        writes = [
+            (int(wid), bool(full))
+            for wid, full in tx.all(
+                "SELECT id, is_full FROM ckpt_writes WHERE segment IS NULL ORDER BY id"
+            )
+        ]
+        heads: set[str] = set()
+        pending: list[tuple[int, bool, dict[str, TableChanges]]] = []
+        for chunk in _chunks(writes):
+            marks = _marks(len(chunk))
+            ids = [wid for wid, _ in chunk]
+            changes: dict[int, dict[str, TableChanges]] = {wid: {} for wid in ids}
+            truncates = tx.all(
+                f"SELECT write, tbl FROM ckpt_truncates WHERE write IN ({marks})", ids
+            )
+            rows = tx.all(
+                f"SELECT write, tbl, key, value FROM ckpt_rows WHERE write IN ({marks}) "
+                "ORDER BY write, tbl, key",
+                ids,
+            )
+            for wid, tbl, key, value in [(w, t, None, None) for w, t in truncates] + rows:
+                name = names.get(int(tbl))
+                if name is None:
+                    raise CorruptStateError(
+                        f"cannot convert {self!r} to blocks: write {wid} names table id {tbl}, "
+                        "which has no name in ckpt_tables"
+                    )
+                table = changes[int(wid)].setdefault(name, TableChanges())
+                if key is None:
+                    table.truncated = True
+                else:
+                    table.rows[bytes(key)] = DELETED if value is None else bytes(value)
+            for wid, full in chunk:
+                heads.update(block_heads(changes[wid]))
+                pending.append((wid, full, changes[wid]))
+        head_ids = self._intern_tables(tx, heads)
+        for chunk in _chunks(pending):
+            blocks = []
+            for wid, full, table_changes in chunk:
+                block, count = encode_block(table_changes, full, head_ids=head_ids)
+                tx.execute(
+                    "UPDATE ckpt_writes SET bytes = ?, rows = ?, digest = ? WHERE id = ?",
+                    (len(block), count, block_digest(block), wid),
+                )
+                blocks.append((wid, block))
+            self._insert_blocks(tx, blocks)
+        tx.execute("DROP TABLE ckpt_truncates")
+        tx.execute("DROP TABLE ckpt_rows")
 
     # -- catalog ----------------------------------------------------------------------------
 
@@ -377,6 +394,24 @@ class SQLBackend(SegmentQueries):
         assert row is not None
         return int(row[0])
 
+    _WRITE_COLUMNS = (
+        "op, key_group, version, is_full, bytes, rows, attempt, created, digest, parent"
+    )
+
+    def _insert_writes(self, tx: Tx, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+        """Insert pending writes (:attr:`_WRITE_COLUMNS`, in order); their ids, in order,
+        increasing. One statement per write here; a dialect may batch them."""
+        ids = []
+        for row in rows:
+            found = tx.one(
+                f"INSERT INTO ckpt_writes ({self._WRITE_COLUMNS}) VALUES "
+                f"({_marks(len(row))}) RETURNING id",
+                row,
+            )
+            assert found is not None
+            ids.append(int(found[0]))
+        return ids
+
     @staticmethod
     def _heads_tx(
         tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
@@ -420,42 +455,131 @@ class SQLBackend(SegmentQueries):
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
-            ids = self._intern_tables(tx, {name for part in parts for name in part.changes})
+            heads = {h for part in parts for h in block_heads(part.changes)}
+            ids = self._intern_tables(tx, heads)
             interned.clear()
             interned.update(ids)
-            infos: list[WriteInfo] = []
-            rows: list[tuple[int, int, bytes, bytes | None]] = []
-            truncates: list[tuple[int, int]] = []
-            for part in parts:
-                part_rows, part_truncates, written, digest = _encode_part(part, ids)
-                count = len(part_rows) + len(part_truncates)
-                write_id = self._insert_write(
-                    tx,
-                    op_id,
-                    part.key_group,
-                    version,
-                    part.full,
-                    attempt,
-                    written,
-                    count,
-                    digest=digest,
-                    parent=part.parent,
-                )
-                rows.extend((write_id, tid, key, value) for tid, key, value in part_rows)
-                truncates.extend((write_id, tid) for tid in part_truncates)
-                infos.append(
-                    WriteInfo(write_id, part.key_group, version, part.full, written, count)
-                )
+            dictionary = self._operator_dictionary_tx(tx, op_id)
+            payloads: list[bytes] | None = [] if dictionary is None else None
+            encoded = [
+                encode_block(part.changes, part.full, head_ids=ids, dictionary=dictionary,
+                             payloads=payloads)
+                for part in parts
+            ]  # fmt: skip
+            trained.clear()
+            if payloads:
+                data = sample(f"{self.url}#{op_id}", payloads)
+                if data is not None:
+                    trained.append((op_id, self._store_dictionary_tx(tx, op_id, data)))
+            elif dictionary is not None:
+                trained.append((op_id, dictionary))
+            now = time.time()
+            write_ids = self._insert_writes(
+                tx,
+                [
+                    (
+                        op_id,
+                        part.key_group,
+                        version,
+                        int(part.full),
+                        len(block),
+                        count,
+                        attempt,
+                        now,
+                        block_digest(block),
+                        part.parent,
+                    )
+                    for part, (block, count) in zip(parts, encoded, strict=True)
+                ],
+            )
+            blocks = [(wid, block) for wid, (block, _) in zip(write_ids, encoded, strict=True)]
+            infos = [
+                WriteInfo(wid, part.key_group, version, part.full, len(block), count)
+                for wid, part, (block, count) in zip(write_ids, parts, encoded, strict=True)
+            ]
             self._fault("write:rows")
-            self._insert_rows(tx, rows)
-            if truncates:
-                tx.executemany("INSERT INTO ckpt_truncates VALUES (?, ?)", truncates)
+            self._insert_blocks(tx, blocks)
             self._fault("write:end")
             return infos
 
+        trained: list[tuple[int, Dictionary]] = []
         infos = self._run(f"writing checkpoint {version} of {job}/{operator}", work)
         self._remember(interned)
+        for op_id, dictionary in trained:
+            self._remember_dictionary(op_id, dictionary)
         return infos
+
+    # -- trained dictionaries ---------------------------------------------------------------
+
+    def _operator_dictionary_tx(self, tx: Tx, op_id: int) -> Dictionary | None:
+        """The operator's trained dictionary, if it has one (cached once committed)."""
+        cached = self._op_dictionaries.get(op_id)
+        if cached is not None:
+            return cached
+        row = tx.one("SELECT id, data FROM ckpt_dictionaries WHERE op = ?", (op_id,))
+        return None if row is None else Dictionary(int(row[0]), bytes(row[1]))
+
+    def _store_dictionary_tx(self, tx: Tx, op_id: int, data: bytes) -> Dictionary:
+        """Store a dictionary trained for the operator, unless another writer stored one
+        first; returns the operator's dictionary (the first one stored)."""
+        tx.execute(
+            "INSERT INTO ckpt_dictionaries (op, data) VALUES (?, ?) ON CONFLICT (op) DO NOTHING",
+            (op_id, data),
+        )
+        row = tx.one("SELECT id, data FROM ckpt_dictionaries WHERE op = ?", (op_id,))
+        assert row is not None
+        return Dictionary(int(row[0]), bytes(row[1]))
+
+    def _remember_dictionary(self, op_id: int, dictionary: Dictionary) -> None:
+        """Cache a committed dictionary of the operator."""
+        self._op_dictionaries[op_id] = dictionary
+        self._dictionaries[dictionary.id] = dictionary.data
+
+    def operator_dictionary(self, job: str, operator: str) -> Dictionary | None:
+        """The trained dictionary of the operator's blocks, if it has one yet."""
+
+        known = self._dictionary_by_name.get((job, operator))
+        if known is not None:
+            return known
+
+        def work(tx: Tx) -> tuple[int, Dictionary | None]:
+            op_id = self._operator_id(tx, job, operator)
+            return op_id, self._operator_dictionary_tx(tx, op_id)
+
+        op_id, dictionary = self._run("reading the operator's dictionary", work, write=False)
+        if dictionary is not None:
+            self._remember_dictionary(op_id, dictionary)
+            self._dictionary_by_name[(job, operator)] = dictionary
+        return dictionary
+
+    def offer_dictionary(self, job: str, operator: str, payloads: Sequence[bytes]) -> None:
+        """Sample block payloads of the operator (encoded without a trained dictionary);
+        once there are enough, train a dictionary and store it (unless one is stored)."""
+        data = sample(f"{self.url}#{job}#{operator}", payloads)
+        if data is None:
+            return
+
+        def work(tx: Tx) -> tuple[int, Dictionary]:
+            op_id = self._operator_id(tx, job, operator)
+            return op_id, self._store_dictionary_tx(tx, op_id, data)
+
+        op_id, dictionary = self._run("storing the operator's dictionary", work)
+        self._remember_dictionary(op_id, dictionary)
+        self._dictionary_by_name[(job, operator)] = dictionary
+
+    def dictionary(self, dict_id: int) -> bytes | None:
+        """The bytes of trained dictionary ``dict_id`` (``None``: not in the catalog)."""
+        data = self._dictionaries.get(dict_id)
+        if data is None:
+            row = self._run(
+                "reading a dictionary",
+                lambda tx: tx.one("SELECT data FROM ckpt_dictionaries WHERE id = ?", (dict_id,)),
+                write=False,
+            )
+            if row is None:
+                return None
+            data = self._dictionaries[dict_id] = bytes(row[0])
+        return data
 
     def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
         """Record a segment path before its file is written, so no file escapes the GC;
@@ -529,7 +653,7 @@ class SQLBackend(SegmentQueries):
                 )
             self._fault("write:rows")
             infos = []
-            for i, (key_group, full, nbytes, rows, offset, length) in enumerate(entries):
+            for i, (key_group, full, nbytes, rows, offset, length, digest) in enumerate(entries):
                 write_id = self._insert_write(
                     tx,
                     op_id,
@@ -543,6 +667,7 @@ class SQLBackend(SegmentQueries):
                     offset,
                     length,
                     committed=committed,
+                    digest=digest,
                     parent=None if parents is None else parents[i],
                 )
                 infos.append(
@@ -569,16 +694,16 @@ class SQLBackend(SegmentQueries):
         replaces); the writes it replaces stay until retention drops them.
         """
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
-        part = PendingPart(key_group, True, changes)
 
         interned: dict[str, int] = {}
 
         def work(tx: Tx) -> WriteInfo:
             op_id = self._operator_id(tx, job, operator)
-            ids = self._intern_tables(tx, set(changes))
+            ids = self._intern_tables(tx, set(block_heads(changes)))
             interned.clear()
             interned.update(ids)
-            rows, _, written, digest = _encode_part(part, ids)
+            dictionary = self._operator_dictionary_tx(tx, op_id)
+            block, count = encode_block(changes, True, head_ids=ids, dictionary=dictionary)
             write_id = self._insert_write(
                 tx,
                 op_id,
@@ -586,13 +711,13 @@ class SQLBackend(SegmentQueries):
                 version,
                 True,
                 COMPACTION,
-                written,
-                len(rows),
+                len(block),
+                count,
                 committed=True,
-                digest=digest,
+                digest=block_digest(block),
             )
-            self._insert_rows(tx, [(write_id, t, k, v) for t, k, v in rows])
-            return WriteInfo(write_id, key_group, version, True, written, len(rows))
+            self._insert_blocks(tx, [(write_id, block)])
+            return WriteInfo(write_id, key_group, version, True, len(block), count)
 
         info = self._run(f"compacting key group {key_group} of {job}/{operator}", work)
         self._remember(interned)
@@ -894,73 +1019,35 @@ class SQLBackend(SegmentQueries):
             write=False,
         )
 
-    def _parts_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
-        """The edits of each write, in order, verified (module docstring): three queries per
-        500 writes, not per write; table names come from the cache of interned ids.
-        ``where`` names the job and operator in errors."""
-        for info in writes:
-            if info.segment is not None:
-                raise StorageError(
-                    f"write {info.write_id} is stored in segment {info.segment!r}, not in the "
-                    "catalog; read it through the segment storage"
-                )
-        truncated: dict[int, dict[Any, bool]] = {w.write_id: {} for w in writes}
-        rows: dict[int, list[tuple[Any, bytes, bytes | None]]] = {w.write_id: [] for w in writes}
-        stored: dict[int, tuple[int, int | None]] = {}
-        ids = list(truncated)
+    def _blocks_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
+        """Each write's block with the catalog's record of it, in order: one query per 500
+        writes. A write stored in a segment file comes without its bytes (``data`` is
+        ``None``: segment storage reads them). ``where`` names the job and operator in
+        errors; a write missing from the catalog raises :class:`CorruptStateError`."""
+        found: dict[int, tuple[int, int | None, Any]] = {}
+        ids = [w.write_id for w in writes]
         for chunk in _chunks(ids):
-            marks = _marks(len(chunk))
-            for wid, count, digest in tx.all(
-                f"SELECT id, rows, digest FROM ckpt_writes WHERE id IN ({marks})", list(chunk)
-            ):
-                stored[int(wid)] = (int(count), None if digest is None else int(digest))
-            for write, tbl in tx.all(
-                f"SELECT write, tbl FROM ckpt_truncates WHERE write IN ({marks})", list(chunk)
-            ):
-                truncated[write][tbl] = True
-            for write, tbl, key, value in tx.all(
-                f"SELECT write, tbl, key, value FROM ckpt_rows WHERE write IN ({marks})",
+            for wid, count, digest, data in tx.all(
+                "SELECT w.id, w.rows, w.digest, b.data FROM ckpt_writes w LEFT JOIN ckpt_blocks "
+                f"b ON b.write = w.id WHERE w.id IN ({_marks(len(chunk))})",
                 list(chunk),
             ):
-                rows[write].append((tbl, key, value))
-        names = self._names_by_id
-        used = {t for r in rows.values() for t, _, _ in r} | {
-            t for x in truncated.values() for t in x
-        }
-        missing = sorted(used - names.keys())
-        for chunk in _chunks(missing):
-            for tid, name in tx.all(
-                f"SELECT id, name FROM ckpt_tables WHERE id IN ({_marks(len(chunk))})",
-                list(chunk),
-            ):
-                names[int(tid)] = name
-        parts: list[Part] = []
+                found[int(wid)] = (int(count), None if digest is None else int(digest), data)
+        blocks = []
+        here = repr(self)
         for w in writes:
-            what = (
-                f"{where}key group {w.key_group} checkpoint {w.version} (write {w.write_id}) "
-                f"in {self!r}"
-            )
-            if w.write_id not in stored:
-                raise CorruptStateError(f"{what}: the write is missing from the catalog")
-            count, digest = stored[w.write_id]
-            write_rows, dropped = rows[w.write_id], truncated[w.write_id]
-            unknown = sorted({t for t, _, _ in write_rows} | set(dropped)) if missing else []
-            unknown = [t for t in unknown if t not in names]
-            if unknown:
+            record = found.get(w.write_id)
+            if record is None:
                 raise CorruptStateError(
-                    f"{what}: table ids {unknown[:5]} have no name in ckpt_tables"
+                    f"{where}key group {w.key_group} checkpoint {w.version} (write "
+                    f"{w.write_id}) in {here}: the write is missing from the catalog"
                 )
-            part_rows = [(names[t], k, v) for t, k, v in write_rows]
-            part_dropped = [names[t] for t in dropped]
-            if len(part_rows) + len(part_dropped) != count:
-                raise CorruptStateError(
-                    f"{what}: the write has {count} rows but the catalog holds "
-                    f"{len(part_rows) + len(part_dropped)} (rows missing or added)"
-                )
-            if digest is not None and write_digest(part_rows, part_dropped) != digest:
-                raise CorruptStateError(f"{what}: the write's rows fail their digest")
-            parts.append(({name: True for name in part_dropped}, part_rows))
-        return parts
+            count, digest, data = record
+            if w.segment is None:
+                blocks.append(Block(w, None if data is None else bytes(data), digest, count, here))
+            else:
+                blocks.append(Block(w, None, digest, count, f"segment {w.segment!r}"))
+        return blocks
 
     def _check_complete(
         self, tx: Tx, job: str, operator: str, chains: Mapping[int, Sequence[WriteInfo]], as_of: int
@@ -1006,35 +1093,32 @@ class SQLBackend(SegmentQueries):
         checked.append((start, as_of))
         del checked[:-64]
 
-    def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
-        """The stored edits of each write (from rows in the database), in order, verified."""
-        return self._run("reading state", lambda tx: self._parts_tx(tx, writes, where), write=False)
+    def read_blocks(self, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
+        """Each write's block and the catalog's record of it, in order (see
+        :meth:`_blocks_tx`), from one snapshot."""
+        return self._run(
+            "reading state", lambda tx: self._blocks_tx(tx, writes, where), write=False
+        )
 
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, dict[bytes, bytes]]:
-        return materialize(self.read_parts(writes, f"job {job!r} operator {operator!r} "))
+        where = f"job {job!r} operator {operator!r} "
+        return replay(self.read_blocks(writes, where), where, self.table_names, self.dictionary)
 
-    def load_catalog(
-        self,
-        job: str,
-        operator: str,
-        key_groups: range,
-        as_of: int,
-        with_rows: bool = True,
-    ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
-        """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
-        from one snapshot of the database, verified (module docstring)."""
+    def load_blocks(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], list[Block]]]:
+        """Chains of ``key_groups`` as of ``as_of`` and their blocks, from one snapshot of
+        the database, checked for gaps (module docstring)."""
 
-        def work(tx: Tx) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
+        def work(tx: Tx) -> dict[int, tuple[list[WriteInfo], list[Block]]]:
             chains = self._chains_tx(tx, job, operator, key_groups, as_of)
             self._check_complete(tx, job, operator, chains, as_of)
-            if not with_rows:
-                return {key_group: (writes, None) for key_group, writes in chains.items()}
             everything = [w for writes in chains.values() for w in writes]
-            parts = iter(self._parts_tx(tx, everything, f"job {job!r} operator {operator!r} "))
+            blocks = iter(self._blocks_tx(tx, everything, f"job {job!r} operator {operator!r} "))
             return {
-                key_group: (writes, [next(parts) for _ in writes])
+                key_group: (writes, [next(blocks) for _ in writes])
                 for key_group, writes in chains.items()
             }
 
@@ -1043,10 +1127,12 @@ class SQLBackend(SegmentQueries):
     def load(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
-        loaded = self.load_catalog(job, operator, key_groups, as_of)
+        where = f"job {job!r} operator {operator!r} "
         return {
-            key_group: (writes, materialize(parts or []))
-            for key_group, (writes, parts) in loaded.items()
+            key_group: (writes, replay(blocks, where, self.table_names, self.dictionary))
+            for key_group, (writes, blocks) in self.load_blocks(
+                job, operator, key_groups, as_of
+            ).items()
         }
 
     # -- maintenance ------------------------------------------------------------------------
@@ -1110,27 +1196,26 @@ class SQLBackend(SegmentQueries):
             stats.pending_removed = len(pending)
             for chunk in _chunks(doomed + pending):
                 marks = _marks(len(chunk))
-                stats.rows_removed += tx.execute(
-                    f"DELETE FROM ckpt_rows WHERE write IN ({marks})", list(chunk)
-                ).rowcount
-                tx.execute(f"DELETE FROM ckpt_truncates WHERE write IN ({marks})", list(chunk))
+                for (count,) in tx.all(
+                    f"SELECT rows FROM ckpt_writes WHERE segment IS NULL AND id IN ({marks})",
+                    list(chunk),
+                ):
+                    stats.rows_removed += int(count)
+                tx.execute(f"DELETE FROM ckpt_blocks WHERE write IN ({marks})", list(chunk))
                 tx.execute(f"DELETE FROM ckpt_writes WHERE id IN ({marks})", list(chunk))
             return stats
 
         return self._run(f"retention of job {job!r}", work)
 
     def storage_bytes(self) -> int:
-        """Bytes of rows stored in the database (keys, values and row overhead), all jobs."""
+        """Bytes of the blocks stored in the database, all jobs."""
         row = self._run(
             "measuring storage",
-            lambda tx: tx.one(
-                "SELECT COALESCE(SUM(LENGTH(key) + COALESCE(LENGTH(value), 0)), 0), COUNT(*) "
-                "FROM ckpt_rows"
-            ),
+            lambda tx: tx.one("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM ckpt_blocks"),
             write=False,
         )
         assert row is not None
-        return int(row[0]) + int(row[1]) * ROW_OVERHEAD
+        return int(row[0])
 
     def write_summary(self, job: str) -> list[WriteSummary]:
         rows = self._run(

@@ -11,15 +11,14 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 
+from objectspace.storage.blocks import Block, Dictionary
 from objectspace.storage.contract import Backend, WriteInfo
 
-__all__ = ["Part", "SegmentCatalog", "SegmentEntry"]
+__all__ = ["SegmentCatalog", "SegmentEntry"]
 
-Part = tuple[dict[str, bool], list[tuple[str, bytes, bytes | None]]]
-"""One write's edits: the tables it deleted, and its rows (``None`` value: a delete)."""
-
-SegmentEntry = tuple[int, bool, int, int, int, int]
-"""A key group's part of a segment file: (key group, full, bytes, rows, offset, length)."""
+SegmentEntry = tuple[int, bool, int, int, int, int, int]
+"""A key group's block in a segment file: (key group, full, bytes, rows, offset, length,
+digest: the block's checksum)."""
 
 
 class SegmentCatalog(Backend):
@@ -57,20 +56,29 @@ class SegmentCatalog(Backend):
         the write its edits were made on top of (see :class:`PendingPart`)."""
 
     @abstractmethod
-    def read_parts(self, writes: Sequence[WriteInfo], where: str = "") -> list[Part]:
-        """The stored edits of each write (from rows in the database), in order, verified."""
+    def read_blocks(self, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
+        """Each write's block (its bytes when the catalog holds them, else ``None``) and the
+        catalog's record of it (digest, row count), in order."""
 
     @abstractmethod
-    def load_catalog(
-        self,
-        job: str,
-        operator: str,
-        key_groups: range,
-        as_of: int,
-        with_rows: bool = True,
-    ) -> dict[int, tuple[list[WriteInfo], list[Part] | None]]:
-        """Chains of ``key_groups`` as of ``as_of`` and (``with_rows``) their stored rows,
-        from one snapshot of the database, verified (module docstring)."""
+    def load_blocks(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], list[Block]]]:
+        """Chains of ``key_groups`` as of ``as_of`` and their blocks (as
+        :meth:`read_blocks`), from one snapshot of the catalog, checked for gaps."""
+
+    @abstractmethod
+    def operator_dictionary(self, job: str, operator: str) -> Dictionary | None:
+        """The trained dictionary of the operator's blocks, if it has one yet."""
+
+    @abstractmethod
+    def offer_dictionary(self, job: str, operator: str, payloads: Sequence[bytes]) -> None:
+        """Sample block payloads encoded without a trained dictionary; once there are
+        enough, train the operator's dictionary and store it (unless one is stored)."""
+
+    @abstractmethod
+    def dictionary(self, dict_id: int) -> bytes | None:
+        """The bytes of trained dictionary ``dict_id`` (``None``: not in the catalog)."""
 
     @abstractmethod
     def stamp_unreferenced(self, now: float | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The SQL checkpoint catalog and row store, defined once and rendered per dialect.
+"""The SQL checkpoint catalog and block store, defined once and rendered per dialect.
 
 :data:`TABLES` and :data:`INDEXES` hold every table (its columns, in a neutral type
 vocabulary, keys and constraints) and every secondary index; :func:`create_script` renders the
@@ -6,8 +6,9 @@ vocabulary, keys and constraints) and every secondary index; :func:`create_scrip
 :func:`added_columns` the ``ADD COLUMN`` declarations that migrate a store made before a
 column existed. Columns marked ``added`` are not in ``CREATE TABLE``: every store, fresh or
 old, gets them by migration, so both have the same column order. A table added after
-schema version 1 (``ckpt_gc_trash``) needs no migration of its own: ``IF NOT EXISTS``
-creates it when an older store is opened.
+schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``) needs no migration of its own: ``IF
+NOT EXISTS`` creates it when an older store is opened (the rows of a version 1 or 2 store are
+converted into blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`).
 
 Neutral types and their rendering:
 
@@ -179,22 +180,23 @@ TABLES: tuple[Table, ...] = (
         (_c("id", "id", **_NN), _c("name", "text", nullable=False, unique=True)),
         ("id",),
     ),
+    # each write's block (objectspace.storage.blocks), unless it lives in a segment file;
+    # schema version 3 (versions 1 and 2 kept one row per entry, in ckpt_rows/ckpt_truncates)
     Table(
-        "ckpt_rows",
-        (
-            _c("write", "int64", **_NN),
-            _c("tbl", "int64", **_NN),
-            _c("key", "bytes", **_NN),
-            _c("value", "bytes"),
-        ),
-        ("write", "tbl", "key"),
-        without_rowid=True,
+        "ckpt_blocks",
+        (_c("write", "id", **_NN), _c("data", "bytes", **_NN)),
+        ("write",),
     ),
+    # per operator, the zstd dictionary its blocks are compressed with once trained (the
+    # first one stored wins; objectspace.storage.blocks)
     Table(
-        "ckpt_truncates",
-        (_c("write", "int64", **_NN), _c("tbl", "int64", **_NN)),
-        ("write", "tbl"),
-        without_rowid=True,
+        "ckpt_dictionaries",
+        (
+            _c("id", "id", **_NN),
+            _c("op", "int64", nullable=False, unique=True),
+            _c("data", "bytes", **_NN),
+        ),
+        ("id",),
     ),
     # segment files forgotten by the catalog and not yet deleted (added after version 1)
     Table(

@@ -144,6 +144,8 @@ class SQLiteBackend(SQLBackend):
                     self._conn.close()
                 self._conn = None
             self._table_ids = {}
+            self._op_dictionaries = {}
+            self._dictionary_by_name = {}
 
     def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
         with self._lock:

@@ -1,0 +1,834 @@
+"""The one block format of versioned storage: a key group's changes in one write, encoded
+once, whatever backend stores the bytes (a row of ``ckpt_blocks`` in SQLite or PostgreSQL, a
+range of a segment file).
+
+A block is ``kind (u8) | xxh64 of the body (u64, little-endian) | body``; the body is the
+payload, zstd-compressed (a frame without its magic number and checksum: kind ``0x22``
+against the built-in dictionary :data:`DICTIONARY`, kind ``0x23`` against the operator's
+trained dictionary, whose id in the catalog precedes the frame: one byte, or 255 and a
+u32) or stored as is when
+compression does not pay (kind ``0x21``). The payload is columnar (a
+msgpack array of columns): the table folders (interned ids in increasing order,
+delta-encoded; or names), how many tables each
+folder has, the tables' last path components (each once) and each table's index into them,
+each table's row count, the deleted tables; per table how its keys are stored (``None``:
+all as bytes), the keys stored as delta-encoded integers (a table whose keys are all
+decimal integers: list indices), the lengths and bytes of the other keys; per table the
+width of its values (``None``: none has one), the lengths (``-1``: a delete) and bytes of
+the values of tables without one, and the values of the tables of each width as byte
+planes (as Parquet's BYTE_STREAM_SPLIT does for floats: their exponents and constant bytes
+line up and compress).
+
+Blocks written by segment storage before this format (``u32 length | u64 xxh64 | zstd``,
+:data:`LEGACY`) are still read.
+
+Every block is verified on read: its checksum, then the catalog's record of it (its digest,
+the block's own checksum; its row count). A mismatch, or a block that is not where the
+catalog says, raises :class:`~objectspace.CorruptStateError` naming the job, operator, key
+group, checkpoint and where the block lives.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any, cast
+from urllib.parse import quote
+
+import msgpack
+
+from objectspace.errors import CorruptStateError
+from objectspace.storage.contract import WriteInfo
+from objectspace.tables import DELETED, TableChanges
+
+try:
+    import xxhash
+    import zstandard
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("checkpoint storage needs xxhash and zstandard") from exc
+
+__all__ = [
+    "CHUNK_ROWS",
+    "DICTIONARY",
+    "DICTIONARY_BYTES",
+    "LEGACY",
+    "SAMPLES_TO_TRAIN",
+    "SAMPLE_BYTES_TO_TRAIN",
+    "Block",
+    "Dictionary",
+    "DictionaryLookup",
+    "Tables",
+    "block_digest",
+    "block_heads",
+    "decode_block",
+    "dictionary_id",
+    "encode_block",
+    "lookup",
+    "path_component",
+    "replay",
+    "sample",
+]
+
+Tables = dict[str, dict[bytes, bytes]]
+_Rows = list[tuple[str, bytes, bytes | None]]
+
+_HEAD = struct.Struct("<BQ")
+_LEGACY_HEAD = struct.Struct("<IQ")
+_ZSTD = 0x22
+_RAW = 0x21
+_TRAINED = 0x23  # zstd with a trained dictionary, whose u32 id follows the header
+_DICT_ID = struct.Struct("<I")
+LEGACY = "u32 length | u64 xxh64 | zstd(msgpack columns)"
+"""The block layout segment storage wrote before this format (still read)."""
+
+_F64 = 0xCB  # msgpack's float 64 marker
+_FLOAT = -2  # value length code: an 8-byte float from the float column
+_DELETE = -1  # value length code: a delete
+_FLOAT_MARKER = bytes((_F64,))
+
+# The built-in zstd dictionary: strings every block of an object space repeats (the tables'
+# last components, msgpack headers of stored values). Small blocks compress against it
+# instead of against nothing; changing it changes the format (a new kind byte).
+DICTIONARY = (
+    b"itemsmetadatalengthstateindexitemheadtailnextprevkeysvaluessizeorder"
+    b"\x81\xa4kind\xa4List\x81\xa4kind\xa4Dict\x81\xa4kind\xa5Value\x81\xa4kind\xa3Set"
+    b"\x81\xa4kind\xa5Queue\x81\xa4kind\xa5Stack\x81\xa4kind\xaaSortedDict"
+    b"\xcb?\xe0\xcb?\xd0\xcb?\xc0\xcb@\x00\xcb@\x10"
+)
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class Dictionary:
+    """A zstd dictionary trained on an operator's blocks, stored once in the catalog under
+    ``id`` (blocks compressed with it name that id)."""
+
+    id: int
+    data: bytes
+    key: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", xxhash.xxh64_intdigest(self.data))
+
+
+def _compressor(level: int, dictionary: Dictionary | None = None) -> Any:
+    cache = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = {}
+    key = (level, None if dictionary is None else dictionary.key)
+    compressor = cache.get(key)
+    if compressor is None:
+        if len(cache) > 64:
+            cache.clear()
+        compressor = cache[key] = zstandard.ZstdCompressor(
+            dict_data=_dictionary() if dictionary is None else _zdict(dictionary.data),
+            compression_params=zstandard.ZstdCompressionParameters.from_level(
+                level,
+                format=zstandard.FORMAT_ZSTD1_MAGICLESS,
+                write_checksum=0,
+                write_dict_id=0,
+                write_content_size=1,
+            ),
+        )
+    return compressor
+
+
+def _decompressor(dictionary: bytes | None = None) -> Any:
+    cache = getattr(_local, "decompressors", None)
+    if cache is None:
+        cache = _local.decompressors = {}
+    key = None if dictionary is None else xxhash.xxh64_intdigest(dictionary)
+    decompressor = cache.get(key)
+    if decompressor is None:
+        if len(cache) > 64:
+            cache.clear()
+        decompressor = cache[key] = zstandard.ZstdDecompressor(
+            dict_data=_dictionary() if dictionary is None else _zdict(dictionary),
+            format=zstandard.FORMAT_ZSTD1_MAGICLESS,
+        )
+    return decompressor
+
+
+def _zdict(data: bytes) -> Any:
+    return zstandard.ZstdCompressionDict(data)
+
+
+SAMPLES_TO_TRAIN = 128
+"""Differential blocks a writer encodes with the built-in dictionary before it trains the
+operator's own (full blocks, first writes and compactions, are not typical: not sampled)."""
+
+SAMPLE_BYTES_TO_TRAIN = 24 * 1024
+"""... and the bytes of their payloads it needs at least (zstd needs enough to train on)."""
+
+DICTIONARY_BYTES = 16 * 1024
+"""The size of a trained dictionary (stored once per operator)."""
+
+_SAMPLES: dict[str, list[bytes]] = {}
+_SAMPLES_LOCK = threading.Lock()
+
+
+def sample(scope: str, payloads: Sequence[bytes]) -> bytes | None:
+    """Collect ``payloads`` (of blocks encoded without a trained dictionary) for ``scope``
+    (a storage and operator); once there are enough, return a dictionary trained on them
+    (``None`` until then, or when zstd cannot train on them). Samples are per process:
+    any of them trains a valid dictionary, and the catalog keeps the first one stored."""
+    with _SAMPLES_LOCK:
+        samples = _SAMPLES.setdefault(scope, [])
+        samples.extend(p for p in payloads if len(p) > 16)
+        del samples[: -4 * SAMPLES_TO_TRAIN]
+        if len(samples) < SAMPLES_TO_TRAIN or sum(map(len, samples)) < SAMPLE_BYTES_TO_TRAIN:
+            return None
+        taken: list[bytes | bytearray | memoryview] = list(samples)
+        samples.clear()
+    try:
+        return bytes(zstandard.train_dictionary(DICTIONARY_BYTES, taken, level=3).as_bytes())
+    except zstandard.ZstdError:
+        return None
+
+
+_DICT: Any = None
+
+
+def _dictionary() -> Any:
+    global _DICT
+    if _DICT is None:
+        _DICT = zstandard.ZstdCompressionDict(DICTIONARY, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    return _DICT
+
+
+def _shuffle(data: bytes, width: int) -> bytes:
+    """Byte planes of fixed-width items: byte 0 of every item, then byte 1, ...
+    Exponent and high mantissa bytes of floats line up, and zstd compresses them."""
+    return b"".join(data[i::width] for i in range(width))
+
+
+def _unshuffle(data: bytes, width: int) -> bytes:
+    n = len(data) // width
+    out = bytearray(len(data))
+    for i in range(width):
+        out[i::width] = data[i * n : (i + 1) * n]
+    return bytes(out)
+
+
+def path_component(name: str) -> str:
+    """A user name as one path component: percent-encoded, dots too (no ``..``); a long
+    one is cut and made unique by a hash of the whole name (file systems cap a component
+    at 255 bytes)."""
+    encoded = quote(name, safe="").replace(".", "%2E")
+    if len(encoded) > 96:
+        encoded = f"{encoded[:80]}-{xxhash.xxh64_hexdigest(name.encode('utf-8'))}"
+    return encoded
+
+
+def _split(name: str) -> tuple[str, str]:
+    head, _, tail = name.rpartition("/")
+    return head, tail
+
+
+def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
+    """The table folders of a block, which the catalog interns."""
+    return list(dict.fromkeys(_split(name)[0] for name in changes))
+
+
+def _signed(digest: int) -> int:
+    return digest - (1 << 64) if digest >= 1 << 63 else digest
+
+
+def _table_keys(keys: list[bytes]) -> list[int] | None:
+    """A table's keys as delta-encoded integers when each is a canonical decimal integer
+    (list indices), else ``None``."""
+    if not keys:
+        return None
+    joined = b"".join(keys)
+    if not joined.isdigit() or max(map(len, keys)) > 18:  # deltas must fit 64 bits
+        return None
+    try:
+        ints = list(map(int, keys))
+    except ValueError:
+        return None
+    if b"".join([b"%d" % i for i in ints]) != joined:  # a leading zero, or an empty key
+        return None
+    return [b - a for a, b in zip([0, *ints[:-1]], ints, strict=True)]
+
+
+def encode_block(
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    level: int = 3,
+    head_ids: Mapping[str, int] | None = None,
+    dictionary: Dictionary | None = None,
+    payloads: list[bytes] | None = None,
+) -> tuple[bytes, int]:
+    """One key group's edits as a block; returns the block and its number of rows. A full
+    block of more than :data:`CHUNK_ROWS` rows is chunked (see :func:`lookup`)."""
+    if full and sum(len(c.rows) for c in changes.values()) > CHUNK_ROWS:
+        return _encode_chunked(changes, level, head_ids, dictionary)
+    return _encode_plain(changes, full, level, head_ids, dictionary, payloads)
+
+
+CHUNK_ROWS = 2048
+"""Full blocks of more rows are written as sorted chunks of at most this many rows."""
+
+_CHUNKED = 0x24  # a full block as sorted chunks with an index
+_INDEX = struct.Struct("<IQ")  # the index's length and xxh64
+
+
+def _encode_chunked(
+    changes: Mapping[str, TableChanges],
+    level: int,
+    head_ids: Mapping[str, int] | None,
+    dictionary: Dictionary | None,
+) -> tuple[bytes, int]:
+    """A full block as an SSTable does it: rows sorted by (table, key), cut into chunks of
+    :data:`CHUNK_ROWS` rows, each a plain block of its own (compressed and checksummed),
+    behind an index of each chunk's first (table, key) and length, so that :func:`lookup`
+    decodes only the chunks a range of rows can be in."""
+    chunks: list[bytes] = []
+    index: list[list[Any]] = []
+    current: dict[str, TableChanges] = {}
+    count = total = 0
+    first: list[Any] = []
+    for name in sorted(changes):
+        rows = changes[name].rows
+        for key in sorted(rows):
+            value = rows[key]
+            if value is DELETED:
+                continue
+            if not first:
+                first = [name, key]
+            table = current.get(name)
+            if table is None:
+                table = current[name] = TableChanges()
+            table.rows[key] = value
+            count += 1
+            total += 1
+            if count >= CHUNK_ROWS:
+                block, _ = _encode_plain(current, True, level, head_ids, dictionary)
+                index.append([*first, len(block)])
+                chunks.append(block)
+                current, count, first = {}, 0, []
+    if current:
+        block, _ = _encode_plain(current, True, level, head_ids, dictionary)
+        index.append([*first, len(block)])
+        chunks.append(block)
+    packed = msgpack.packb(index, use_bin_type=True)
+    body = _INDEX.pack(len(packed), xxhash.xxh64_intdigest(packed)) + packed + b"".join(chunks)
+    return _HEAD.pack(_CHUNKED, xxhash.xxh64_intdigest(body)) + body, total
+
+
+def _chunks(block: bytes, where: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
+    """A chunked block's index (each chunk's first table and key) and its chunks; the
+    index is checked against its checksum (each chunk carries its own)."""
+    body = block[_HEAD.size :]
+    try:
+        length, digest = _INDEX.unpack_from(body)
+        packed = body[_INDEX.size : _INDEX.size + length]
+        if xxhash.xxh64_intdigest(packed) != digest:
+            raise ValueError("the chunk index fails its checksum")
+        firsts, chunks = [], []
+        pos = _INDEX.size + length
+        for name, key, size in msgpack.unpackb(packed, raw=False):
+            firsts.append((name, key))
+            chunks.append(body[pos : pos + size])
+            pos += size
+        if pos != len(body):
+            raise ValueError(f"the chunks end at {pos}, the block at {len(body)}")
+    except (ValueError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
+    return firsts, chunks
+
+
+def lookup(
+    block: bytes,
+    where: str,
+    start: tuple[str, bytes],
+    stop: tuple[str, bytes],
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+    dictionaries: DictionaryLookup | None = None,
+) -> Tables:
+    """The rows ``(table, key)`` of a full block with ``start <= (table, key) < stop``,
+    decoding only the chunks they can be in (a block that is not chunked is decoded whole).
+    One key's objects are such ranges: their tables share a name prefix."""
+    if len(block) > _HEAD.size and block[0] == _CHUNKED and not _is_legacy(block):
+        firsts, chunks = _chunks(block, where)
+        at = max(bisect.bisect_right(firsts, start) - 1, 0)
+        wanted = []
+        while at < len(chunks) and firsts[at] < stop:
+            wanted.append(chunks[at])
+            at += 1
+    else:
+        wanted = [block]
+    found: Tables = {}
+    for chunk in wanted:
+        decoded = _decode(chunk, where, resolve, dictionaries)
+        row = 0
+        for name, count in zip(decoded.names, decoded.counts, strict=True):
+            for i in range(row, row + count):
+                value = decoded.values[i]
+                if value is not None and start <= (name, decoded.keys[i]) < stop:
+                    found.setdefault(name, {})[decoded.keys[i]] = value
+            row += count
+    return found
+
+
+def _encode_plain(
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    level: int = 3,
+    head_ids: Mapping[str, int] | None = None,
+    dictionary: Dictionary | None = None,
+    payloads: list[bytes] | None = None,
+) -> tuple[bytes, int]:
+    """One key group's edits as a block;
+    returns the block and its number of rows (row
+       edits and deleted tables). A full block holds no deletes (it starts from nothing).
+       ``dictionary``: the operator's trained dictionary, if it has one; ``payloads``
+       collects the uncompressed payload of a differential block (samples to train one on).
+
+       Keys are stored per table as delta-encoded integers (when all are decimal integers) or
+       as bytes with their lengths. Values are stored as byte planes when they all have one
+       width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
+       a msgpack float, whose 8 bytes go to a column of byte planes).
+    """
+    by_head: dict[str, list[tuple[str, TableChanges]]] = {}
+    for name, change in changes.items():
+        head, tail = _split(name)
+        by_head.setdefault(head, []).append((tail, change))
+    tails: dict[str, int] = {}
+    head_tables: list[int] = []
+    table_tails: list[int] = []
+    counts: list[int] = []
+    truncated: list[int] = []
+    key_modes: list[int] = []
+    int_keys: list[int] = []
+    key_lens: list[int] = []
+    keys: list[bytes] = []
+    widths: list[int] = []
+    fixed: dict[int, list[bytes]] = {}  # width → the values of the tables of that width
+    value_lens: list[int] = []
+    values: list[bytes] = []
+    rows_total = 0
+    index = 0
+    if head_ids is not None:  # interned folders in id order: their ids delta-encode
+        by_head = dict(sorted(by_head.items(), key=lambda item: head_ids[item[0]]))
+    for group in by_head.values():
+        head_tables.append(len(group))
+        for tail, change in group:
+            table_tails.append(tails.setdefault(tail, len(tails)))
+            if change.truncated and not full:
+                truncated.append(index)
+            index += 1
+            rows = change.rows
+            table_keys = list(rows)
+            table_values = list(rows.values())
+            if full and table_values.count(DELETED):
+                table_keys = [k for k, v in rows.items() if v is not DELETED]
+                table_values = [v for v in table_values if v is not DELETED]
+            counts.append(len(table_keys))
+            rows_total += len(table_keys)
+            as_ints = _table_keys(table_keys)
+            if as_ints is None:
+                key_modes.append(0)
+                key_lens.extend(map(len, table_keys))
+                keys.extend(table_keys)
+            else:
+                key_modes.append(1)
+                int_keys.extend(as_ints)
+            if table_values and not table_values.count(DELETED):
+                puts = cast("list[bytes]", table_values)
+                lens = list(map(len, puts))
+                width = lens[0]
+                if lens.count(width) == len(lens) and 0 < width <= 64:
+                    widths.append(width)
+                    fixed.setdefault(width, []).extend(puts)
+                    continue
+            widths.append(0)
+            for value in table_values:
+                if value is DELETED:
+                    value_lens.append(_DELETE)
+                else:
+                    value_lens.append(len(value))  # type: ignore[arg-type]
+                    values.append(value)  # type: ignore[arg-type]
+    heads: list[Any] = list(by_head)
+    if head_ids is not None:
+        ids = [head_ids[h] for h in heads]
+        heads = [b - a for a, b in zip([0, *ids], ids, strict=False)]
+    payload = msgpack.packb(
+        [
+            heads,
+            head_tables,
+            list(tails),
+            table_tails,
+            counts,
+            truncated,
+            key_modes if any(key_modes) else None,
+            int_keys,
+            key_lens,
+            b"".join(keys),
+            widths if any(widths) else None,
+            value_lens,
+            b"".join(values),
+            [[w, _shuffle(b"".join(fixed[w]), w)] for w in sorted(fixed)],
+        ],
+        use_bin_type=True,
+    )
+    if payloads is not None and not full:
+        payloads.append(payload)
+    compressed = _compressor(level, dictionary).compress(payload)
+    if len(compressed) >= len(payload):
+        kind, body = _RAW, payload
+    elif dictionary is None:
+        kind, body = _ZSTD, compressed
+    else:
+        kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
+    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total + len(truncated)
+
+
+def _dict_ref(dict_id: int) -> bytes:
+    """A dictionary id as it precedes the frame: one byte below 255, else 255 and a u32."""
+    return bytes((dict_id,)) if dict_id < 255 else b"\xff" + _DICT_ID.pack(dict_id)
+
+
+def _read_dict_ref(body: bytes) -> tuple[int, int]:
+    """The dictionary id at the start of ``body`` and the frame's offset."""
+    if body[0] < 255:
+        return body[0], 1
+    return int(_DICT_ID.unpack_from(body, 1)[0]), 1 + _DICT_ID.size
+
+
+def dictionary_id(block: bytes) -> int | None:
+    """The id of the trained dictionary a block was compressed with, or ``None``."""
+    if len(block) > _HEAD.size and block[0] == _CHUNKED and not _is_legacy(block):
+        return dictionary_id(_chunks(block, "a chunked block")[1][0])
+    if len(block) > _HEAD.size and block[0] == _TRAINED and not _is_legacy(block):
+        return _read_dict_ref(block[_HEAD.size :])[0]
+    return None
+
+
+def block_digest(block: bytes) -> int:
+    """The checksum a block carries (a signed 64-bit integer: it fits a BIGINT), which the
+    catalog records as the write's digest."""
+    if _is_legacy(block):
+        return _signed(_LEGACY_HEAD.unpack_from(block)[1])
+    return _signed(_HEAD.unpack_from(block)[1])
+
+
+def _is_legacy(block: bytes) -> bool:
+    return (
+        len(block) >= _LEGACY_HEAD.size
+        and _LEGACY_HEAD.unpack_from(block)[0] == len(block) - _LEGACY_HEAD.size
+    )
+
+
+DictionaryLookup = Callable[[int], "bytes | None"]
+"""The bytes of a trained dictionary by id (``None``: unknown), from the catalog."""
+
+
+def _payload(block: bytes, where: str, dictionaries: DictionaryLookup | None = None) -> bytes:
+    """The block's payload, checked against its checksum."""
+    if _is_legacy(block):
+        _, digest = _LEGACY_HEAD.unpack_from(block)
+        body = block[_LEGACY_HEAD.size :]
+        kind = _ZSTD
+        legacy = True
+    else:
+        if len(block) < _HEAD.size:
+            raise CorruptStateError(
+                f"{where} is corrupt: the block is truncated ({len(block)} bytes)"
+            )
+        kind, digest = _HEAD.unpack_from(block)
+        body = block[_HEAD.size :]
+        legacy = False
+    if xxhash.xxh64_intdigest(body) != digest:
+        raise CorruptStateError(f"{where} is corrupt: the block fails its checksum")
+    try:
+        if legacy:
+            return bytes(zstandard.ZstdDecompressor().decompress(body))
+        if kind == _ZSTD:
+            return bytes(_decompressor().decompress(body))
+        if kind == _RAW:
+            return bytes(body)
+        if kind == _TRAINED:
+            dict_id, start = _read_dict_ref(body)
+            data = None if dictionaries is None else dictionaries(dict_id)
+            if data is None:
+                raise CorruptStateError(
+                    f"{where}: the block was compressed with dictionary {dict_id}, which is not "
+                    "in the catalog (ckpt_dictionaries)"
+                )
+            return bytes(_decompressor(data).decompress(body[start:]))
+    except zstandard.ZstdError as exc:
+        raise CorruptStateError(
+            f"{where} is corrupt: the block does not decompress: {exc}"
+        ) from exc
+    raise CorruptStateError(f"{where} is corrupt: unknown block kind {kind:#x}")
+
+
+@dataclass
+class _Decoded:
+    """A block's columns, ready to apply."""
+
+    names: list[str]
+    counts: list[int]
+    truncated: list[int]
+    keys: list[bytes]
+    values: list[bytes | None]
+
+
+def _slices(data: bytes, lens: Sequence[int]) -> list[bytes]:
+    ends = list(accumulate(lens))
+    starts = [0, *ends[:-1]] if ends else []
+    return [data[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+def _legacy(columns: list[Any]) -> tuple[list[Any], list[bytes | None]]:
+    """The columns of a legacy segment block in this format's order, and its values."""
+    (heads, head_tables, tails, table_tails, counts, truncated, key_lens, keys, value_lens,
+     values, floats) = columns  # fmt: skip
+    return [heads, head_tables, tails, table_tails, counts, truncated, None, [], key_lens,
+            keys, None, [], b"", []], _mixed_values(value_lens, values, _unshuffle(floats, 8))  # fmt: skip
+
+
+def _table_values(
+    widths: list[int] | None,
+    counts: list[int],
+    value_lens: list[int],
+    data: bytes,
+    planes: list[list[Any]],
+) -> list[bytes | None]:
+    """Each row's value (``None``: a delete), table by table: from the byte planes of the
+    tables' width, or bytes with their lengths."""
+    if widths is None:  # no table of fixed width
+        if _DELETE not in value_lens:
+            return _slices(data, value_lens)  # type: ignore[return-value]
+        return _mixed_values(value_lens, data, b"")
+    fixed: dict[int, list[bytes]] = {}
+    for width, shuffled in planes:
+        plain = _unshuffle(shuffled, width)
+        fixed[width] = [plain[i : i + width] for i in range(0, len(plain), width)]
+    taken = dict.fromkeys(fixed, 0)
+    values: list[bytes | None] = []
+    pos = lpos = 0
+    for width, count in zip(widths, counts, strict=True):
+        if width:
+            start = taken[width]
+            values.extend(fixed[width][start : start + count])
+            taken[width] = start + count
+        else:
+            lens = value_lens[lpos : lpos + count]
+            lpos += count
+            size = sum(n for n in lens if n > 0)
+            values.extend(_mixed_values(lens, data[pos : pos + size], b""))
+            pos += size
+    return values
+
+
+def _decode(
+    block: bytes,
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None,
+    dictionaries: DictionaryLookup | None = None,
+) -> _Decoded:
+    payload = _payload(block, where, dictionaries)
+    try:
+        columns = msgpack.unpackb(payload, raw=False)
+        legacy_values = None
+        if len(columns) == 11:
+            columns, legacy_values = _legacy(columns)
+        (
+            heads,
+            head_tables,
+            tails,
+            table_tails,
+            counts,
+            truncated,
+            key_modes,
+            int_keys,
+            key_lens,
+            key_bytes,
+            widths,
+            value_lens,
+            value_bytes,
+            planes,
+        ) = columns
+        if heads and isinstance(heads[0], int):
+            if legacy_values is None:
+                heads = list(accumulate(heads))
+            if resolve is None:
+                raise CorruptStateError("its table folders are interned and no catalog was given")
+            known = resolve(heads)
+            missing = [h for h in heads if h not in known]
+            if missing:
+                raise CorruptStateError(
+                    f"table folder ids {missing[:5]} have no name in the catalog (ckpt_tables)"
+                )
+            heads = [known[h] for h in heads]
+        table_heads = [h for h, n in zip(heads, head_tables, strict=True) for _ in range(n)]
+        names = [
+            f"{head}/{tails[t]}" if head else tails[t]
+            for head, t in zip(table_heads, table_tails, strict=True)
+        ]
+        if key_modes is None:
+            keys = _slices(key_bytes, key_lens)
+        else:
+            keys = []
+            ipos = kpos = bpos = 0
+            for mode, count in zip(key_modes, counts, strict=True):
+                if mode:
+                    deltas = int_keys[ipos : ipos + count]
+                    ipos += count
+                    keys.extend([b"%d" % k for k in accumulate(deltas)])
+                else:
+                    lens = key_lens[kpos : kpos + count]
+                    kpos += count
+                    size = sum(lens)
+                    keys.extend(_slices(key_bytes[bpos : bpos + size], lens))
+                    bpos += size
+        if legacy_values is None:
+            values = _table_values(widths, counts, value_lens, value_bytes, planes)
+        else:
+            values = legacy_values
+        if sum(counts) != len(keys) or len(keys) != len(values):
+            raise ValueError(f"{sum(counts)} rows counted, {len(keys)} keys, {len(values)} values")
+        return _Decoded(names, counts, truncated, keys, values)
+    except CorruptStateError as exc:
+        raise CorruptStateError(f"{where}: {exc}") from exc
+    except Exception as exc:
+        raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
+
+
+def _mixed_values(value_lens: list[int], values: bytes, floats: bytes) -> list[bytes | None]:
+    """Each row's value (``None``: a delete) from lengths, bytes and floats."""
+    out: list[bytes | None] = []
+    vpos = fpos = 0
+    for vlen in value_lens:
+        if vlen == _FLOAT:
+            out.append(_FLOAT_MARKER + floats[fpos : fpos + 8])
+            fpos += 8
+        elif vlen == _DELETE:
+            out.append(None)
+        else:
+            out.append(values[vpos : vpos + vlen])
+            vpos += vlen
+    return out
+
+
+def _decode_all(
+    block: bytes,
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None,
+    dictionaries: DictionaryLookup | None,
+) -> list[_Decoded]:
+    """A block's decoded parts: one, or one per chunk of a chunked full block (whose
+    checksum covers the whole block: every byte is verified)."""
+    if len(block) > _HEAD.size and block[0] == _CHUNKED and not _is_legacy(block):
+        _, digest = _HEAD.unpack_from(block)
+        if xxhash.xxh64_intdigest(block[_HEAD.size :]) != digest:
+            raise CorruptStateError(f"{where} is corrupt: the block fails its checksum")
+        return [_decode(c, where, resolve, dictionaries) for c in _chunks(block, where)[1]]
+    return [_decode(block, where, resolve, dictionaries)]
+
+
+def decode_block(
+    block: bytes,
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+    dictionaries: DictionaryLookup | None = None,
+) -> tuple[dict[str, bool], _Rows]:
+    """A block's deleted tables and rows (``None`` value: a delete);
+    :class:`CorruptStateError` naming ``where``. ``resolve`` maps interned table-folder ids
+    to names (the catalog's ``table_names``)."""
+    rows: _Rows = []
+    truncated: dict[str, bool] = {}
+    for decoded in _decode_all(block, where, resolve, dictionaries):
+        try:
+            values = decoded.values
+            row = 0
+            for name, count in zip(decoded.names, decoded.counts, strict=True):
+                for _ in range(count):
+                    rows.append((name, decoded.keys[row], values[row]))
+                    row += 1
+        except (IndexError, ValueError) as exc:
+            raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
+        truncated.update({decoded.names[i]: True for i in decoded.truncated})
+    return truncated, rows
+
+
+def _apply(tables: Tables, decoded: _Decoded) -> int:
+    """Apply a decoded block to ``tables``; returns its number of rows."""
+    for i in decoded.truncated:
+        tables.pop(decoded.names[i], None)
+    values = decoded.values
+    keys = decoded.keys
+    row = 0
+    for name, count in zip(decoded.names, decoded.counts, strict=True):
+        if not count:
+            continue
+        end = row + count
+        table_values = values[row:end]
+        table = tables.get(name)
+        if table is None:
+            table = tables[name] = {}
+        if None in table_values:
+            for key, value in zip(keys[row:end], table_values, strict=True):
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = value
+        else:
+            table.update(zip(keys[row:end], table_values, strict=True))  # type: ignore[arg-type]
+        row = end
+    return len(keys) + len(decoded.truncated)
+
+
+@dataclass(frozen=True)
+class Block:
+    """A write's block as read from where it lives, with the catalog's record of it."""
+
+    write: WriteInfo
+    data: bytes | None  # None: not found where the catalog says it is
+    digest: int | None  # the catalog's digest (None: written before digests, unchecked)
+    rows: int  # the catalog's row count
+    where: str  # where the block lives, for errors
+
+
+def replay(
+    blocks: Iterable[Block],
+    where: str,
+    resolve: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
+    dictionaries: DictionaryLookup | None = None,
+) -> Tables:
+    """The tables of one key group after applying ``blocks`` (its chain) in order, each
+    verified: present, its checksum, the catalog's digest and row count. ``where`` names
+    the job and operator in errors."""
+    tables: Tables = {}
+    for block in blocks:
+        w = block.write
+        what = (
+            f"{where}key group {w.key_group} checkpoint {w.version} (write {w.write_id}) "
+            f"in {block.where}"
+        )
+        if block.data is None:
+            raise CorruptStateError(f"{what}: the block is missing")
+        if block.digest is not None and block_digest(block.data) != block.digest:
+            raise CorruptStateError(
+                f"{what}: the block is not the one the catalog recorded (digest mismatch: "
+                "rows missing or added)"
+            )
+        rows = 0
+        for decoded in _decode_all(block.data, what, resolve, dictionaries):
+            try:
+                rows += _apply(tables, decoded)
+            except (IndexError, ValueError) as exc:
+                raise CorruptStateError(f"{what}: the block is corrupt: {exc}") from exc
+        if rows != block.rows:
+            raise CorruptStateError(
+                f"{what}: the write has {block.rows} rows but its block holds {rows} "
+                "(rows missing or added)"
+            )
+    return {name: rows for name, rows in tables.items() if rows}

@@ -1,0 +1,238 @@
+"""The one block format (objectspace.storage.blocks): every kind of edit round-trips, the
+checksum and the catalog's record are checked, legacy segment blocks are still read, and
+an operator's blocks switch to a dictionary trained on its own blocks."""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import xxhash
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import objectspace as osp
+from objectspace.storage import blocks
+from objectspace.storage.contract import WriteInfo, materialize
+from objectspace.tables import DELETED, TableChanges
+
+NAMES = st.sampled_from(["t", "a/items", "a/metadata", "b/c/items", "state/index"])
+KEYS = st.one_of(
+    st.binary(max_size=6),
+    st.integers(0, 10**6).map(lambda i: b"%d" % i),
+    st.sampled_from([b"0", b"00", b"01", b"", b"-1", b"1" * 30]),
+)
+VALUES = st.one_of(
+    st.binary(max_size=12),
+    st.floats(allow_nan=False).map(lambda f: msgpack.packb(f, use_single_float=False)),
+    st.just(DELETED),
+)
+TABLE = st.builds(
+    TableChanges, truncated=st.booleans(), rows=st.dictionaries(KEYS, VALUES, max_size=8)
+)
+CHANGES = st.dictionaries(NAMES, TABLE, max_size=5)
+
+
+def expected(changes: dict[str, TableChanges], full: bool) -> tuple[dict[str, bool], list[Any]]:
+    truncated = {n: True for n, c in changes.items() if c.truncated and not full}
+    rows = [
+        (n, k, None if v is DELETED else v)
+        for n, c in changes.items()
+        for k, v in c.rows.items()
+        if not (full and v is DELETED)
+    ]
+    return truncated, rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(CHANGES, st.booleans(), st.booleans())
+def test_every_edit_round_trips(changes: dict[str, TableChanges], full: bool, ids: bool) -> None:
+    heads = blocks.block_heads(changes)
+    head_ids = {h: i + 7 for i, h in enumerate(heads)} if ids else None
+    names = {i + 7: h for i, h in enumerate(heads)}
+    block, count = blocks.encode_block(changes, full, head_ids=head_ids)
+    truncated, rows = blocks.decode_block(block, "here", lambda wanted: names)
+    want_truncated, want_rows = expected(changes, full)
+    assert truncated == want_truncated
+    assert sorted(rows, key=repr) == sorted(want_rows, key=repr)
+    assert count == len(want_rows) + len(want_truncated)
+    info = WriteInfo(1, 0, 1, full, len(block), count)
+    record = blocks.Block(info, block, blocks.block_digest(block), count, "here")
+    assert blocks.replay([record], "", lambda wanted: names) == materialize(
+        [(want_truncated, want_rows)]
+    )
+
+
+def test_a_flipped_bit_anywhere_is_detected() -> None:
+    changes = {"a/items": TableChanges(rows={b"%d" % i: b"v%d" % i for i in range(50)})}
+    block, _ = blocks.encode_block(changes, True)
+    for at in range(len(block)):
+        broken = bytearray(block)
+        broken[at] ^= 0x04
+        with pytest.raises(osp.CorruptStateError, match="job x"):
+            blocks.decode_block(bytes(broken), "job x")
+
+
+def test_a_legacy_segment_block_is_read() -> None:
+    """The block layout segment storage wrote before this format."""
+    payload = msgpack.packb(
+        [
+            ["a"],
+            [2],
+            ["items", "metadata"],
+            [0, 1],
+            [2, 1],
+            [1],
+            [1, 1, 6],
+            b"01length",
+            [-2, -1, 1],
+            b"\x02",
+            msgpack.packb(1.5)[1:],  # the floats as byte planes (one float: its bytes)
+        ],
+        use_bin_type=True,
+    )
+    body = zstandard.ZstdCompressor(level=3).compress(payload)
+    block = struct.pack("<IQ", len(body), xxhash.xxh64_intdigest(body)) + body
+    truncated, rows = blocks.decode_block(block, "old")
+    assert truncated == {"a/metadata": True}
+    floats = msgpack.packb(1.5)
+    assert rows == [
+        ("a/items", b"0", floats),
+        ("a/items", b"1", None),
+        ("a/metadata", b"length", b"\x02"),
+    ]
+
+
+def buffer_history(url: str, checkpoints: int = 12, keys: int = 200) -> dict[int, list[float]]:
+    storage = osp.open_storage(url)
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=64)
+    inst = op.instance(0, 1)
+    rng = random.Random(5)
+    reference: dict[int, list[float]] = {}
+    for cp in range(1, checkpoints + 1):
+        for k in range(keys):
+            space = inst.space_for_key(k)
+            buf = space.get_list(f"{k}/b") if f"{k}/b" in space else space.create_list(f"{k}/b")
+            buf.append(rng.random())
+            reference[k] = list(buf)
+        assert job.commit(cp, [inst.save(cp)]) is True
+        inst.on_saved()
+    storage.close()
+    return reference
+
+
+def restored(url: str, keys: int = 200) -> dict[int, list[float]]:
+    storage = osp.open_storage(url)
+    try:
+        inst = storage.job("j").operator("o").instance(0, 1)
+        return {k: list(inst.space_for_key(k).get_list(f"{k}/b")) for k in range(keys)}
+    finally:
+        storage.close()
+
+
+@pytest.fixture(params=["sqlite", "file", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    catalog = f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    if request.param == "sqlite":
+        return catalog
+    from urllib.parse import quote
+
+    return f"file://{tmp_path}/segments?catalog={quote(catalog, safe='')}"
+
+
+def test_blocks_switch_to_a_trained_dictionary(url: str, tmp_path: Path) -> None:
+    reference = buffer_history(url)
+    assert restored(url) == reference
+    # the newest writes' blocks name the dictionary; the first ones do not
+    storage = osp.open_storage(url)
+    backend: Any = storage.backend
+    catalog = getattr(backend, "catalog", backend)
+    [(count,)] = catalog._run(
+        "test", lambda tx: tx.all("SELECT COUNT(*) FROM ckpt_dictionaries"), write=False
+    )
+    assert count == 1  # one per operator, trained once
+    chains = backend.chains("j", "o", range(64), 12)
+    firsts, lasts = [], []
+    for chain in chains.values():
+        data = [block_bytes(backend, w, tmp_path) for w in (chain[0], chain[-1])]
+        firsts.append(blocks.dictionary_id(data[0]))
+        lasts.append(blocks.dictionary_id(data[1]))
+    storage.close()
+    assert firsts == [None] * len(chains)
+    assert None not in lasts and len(set(lasts)) == 1
+
+
+def block_bytes(backend: Any, w: WriteInfo, tmp_path: Path) -> bytes:
+    if w.segment is not None:
+        with open(w.segment, "rb") as f:
+            f.seek(w.offset)
+            return f.read(w.length)
+    [(data,)] = backend._run(
+        "test",
+        lambda tx: tx.all("SELECT data FROM ckpt_blocks WHERE write = ?", (w.write_id,)),
+        write=False,
+    )
+    return bytes(data)
+
+
+def test_a_missing_dictionary_is_an_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    buffer_history(url)
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "state.db")
+    with conn:
+        assert conn.execute("DELETE FROM ckpt_dictionaries").rowcount == 1
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="dictionary") as err:
+        restored(url)
+    assert "'j'" in str(err.value) and "'o'" in str(err.value) and "checkpoint" in str(err.value)
+
+
+def big_state(objects: int = 300, items: int = 20) -> dict[str, TableChanges]:
+    changes = {"state/index": TableChanges(rows={})}
+    for o in range(objects):
+        changes["state/index"].rows[f"{o}/l".encode()] = b"\x81\xa4kind\xa4List"
+        changes[f"state/item/{o}/l/items"] = TableChanges(
+            rows={b"%d" % i: msgpack.packb(o + i / 100) for i in range(items)}
+        )
+        changes[f"state/item/{o}/l/metadata"] = TableChanges(rows={b"length": bytes([items])})
+    return changes
+
+
+def test_a_large_full_block_is_chunked_and_round_trips() -> None:
+    changes = big_state()
+    rows = sum(len(c.rows) for c in changes.values())
+    assert rows > 3 * blocks.CHUNK_ROWS
+    block, count = blocks.encode_block(changes, True)
+    assert count == rows
+    truncated, decoded = blocks.decode_block(block, "here")
+    assert truncated == {}
+    assert sorted(decoded) == sorted(expected(changes, True)[1])
+    small, _ = blocks.encode_block(changes, False)  # a differential block is never chunked
+    assert len(small) < len(block) + 1024
+
+
+def test_lookup_decodes_only_the_chunks_of_its_range() -> None:
+    changes = big_state()
+    block, _ = blocks.encode_block(changes, True)
+    prefix = "state/item/123/l/"
+    found = blocks.lookup(block, "here", (prefix, b""), (prefix[:-1] + "0", b""))
+    assert found == {name: dict(c.rows) for name, c in changes.items() if name.startswith(prefix)}
+    index = blocks.lookup(block, "here", ("state/index", b"123/l"), ("state/index", b"123/l\x00"))
+    assert index == {"state/index": {b"123/l": b"\x81\xa4kind\xa4List"}}
+    # a byte flipped in the last chunk: the whole block fails, a lookup elsewhere does not
+    broken = bytearray(block)
+    broken[-5] ^= 0x01
+    with pytest.raises(osp.CorruptStateError, match="checksum"):
+        blocks.decode_block(bytes(broken), "here")
+    again = blocks.lookup(bytes(broken), "here", (prefix, b""), (prefix[:-1] + "0", b""))
+    assert again == found
