@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
 from objectspace.operators.state import KeyState
@@ -64,6 +66,74 @@ def _field(op: _Operator, row: Row, column: str) -> Any:
         raise KeyError(f"{op!r}: input row has no column {column!r}: {row!r}") from None
     except TypeError:
         raise TypeError(f"{op!r}: input rows are dicts, got {type(row).__name__}") from None
+
+
+_UNITS_MS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 604_800_000,
+}
+_DURATION = re.compile(r"\s*(\d+)\s*([a-z]+?)s?\s*", re.IGNORECASE)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _check_duration(op: str, name: str, value: object) -> int:
+    """A positive duration (``timedelta`` or a string like ``"2 minutes"``) in milliseconds."""
+    ms: int | None = None
+    if isinstance(value, timedelta):
+        ms = (value.days * 86_400 + value.seconds) * 1000 + value.microseconds // 1000
+    elif isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        unit = match and _UNITS_MS.get(match.group(2).lower())
+        if match and unit:
+            ms = int(match.group(1)) * unit
+    if ms is None or ms <= 0:
+        raise ValueError(
+            f"{op}: {name} must be a positive timedelta or a string like '2 minutes' "
+            f"(units: {', '.join(_UNITS_MS)}), got {value!r}"
+        )
+    return ms
+
+
+def _to_millis(value: Any) -> int:
+    """An event time (``datetime``, naive = UTC, or int epoch milliseconds) in epoch ms."""
+    if type(value) is int:
+        return value
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        delta = value - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    raise TypeError(f"an event time is a datetime or int epoch milliseconds, not {value!r}")
+
+
+def _row_millis(op: _Operator, state: KeyState, row: Row) -> int:
+    """The time of ``row`` in epoch ms: its event time in event mode, else the batch time."""
+    column = state.event_time_column
+    if column is None:
+        return _to_millis(state.batch_time)
+    try:
+        return _to_millis(row[column])
+    except KeyError:
+        raise KeyError(f"{op!r}: input row has no event-time column {column!r}: {row!r}") from None
+    except TypeError as exc:
+        raise TypeError(f"{op!r}: {exc} (column {column!r} of row {row!r})") from exc
+
+
+def _from_millis(ms: int) -> datetime:
+    """Epoch milliseconds as an aware UTC datetime."""
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def _format_duration(ms: int) -> str:
+    for unit, size in reversed(_UNITS_MS.items()):
+        if ms % size == 0:
+            n = ms // size
+            return f"'{n} {unit}{'s' if n != 1 else ''}'"
+    raise AssertionError(ms)  # pragma: no cover - milliseconds always divide
 
 
 _ATOMS = (int, float, str, bytes, bool, type(None))
