@@ -123,6 +123,15 @@ def _row_millis(op: _Operator, state: KeyState, row: Row) -> int:
         raise TypeError(f"{op!r}: {exc} (column {column!r} of row {row!r})") from exc
 
 
+def _now_millis(state: KeyState) -> int | None:
+    """The operator's time in epoch ms: the watermark in event mode (``None`` before the
+    first batch), the batch time otherwise."""
+    if state.event_time_column is not None:
+        wm = state.watermark
+        return None if wm is None else _to_millis(wm)
+    return _to_millis(state.batch_time)
+
+
 def _from_millis(ms: int) -> datetime:
     """Epoch milliseconds as an aware UTC datetime."""
     return _EPOCH + timedelta(milliseconds=ms)

@@ -47,7 +47,9 @@ class _Distinct(_ByOperator):
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         ttl = self.ttl
-        seen = state.set("seen") if ttl is None else state.set("seen", ttl=timedelta(milliseconds=ttl))
+        seen = (
+            state.set("seen") if ttl is None else state.set("seen", ttl=timedelta(milliseconds=ttl))
+        )
         out: list[Row] = []
         for row in rows:
             v = _value_of(self, row)

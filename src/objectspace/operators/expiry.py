@@ -11,6 +11,7 @@ from objectspace.operators._base import (
     Row,
     _check_duration,
     _format_duration,
+    _now_millis,
     _Operator,
     _row_millis,
     _to_millis,
@@ -32,12 +33,19 @@ class _ExpireAfter(_Operator):
         return (_format_duration(self.ttl), repr(self.op))
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        expires = state.value("expires", None)
+        old = expires.value
+        if old is not None:
+            now = _now_millis(state)
+            if now is not None and old <= now:
+                # Expired, but its timer fires only after the keys with rows: expire first.
+                self._expire(state)
+                expires = state.value("expires", None)
+                old = None
         out = list(self.op(key, rows, state.namespace("op")))
         if not rows:
             return out
         at = max(_row_millis(self, state, row) for row in rows) + self.ttl
-        expires = state.value("expires", None)
-        old = expires.value
         if old is None or at > old:
             if old is not None:
                 state.timers.delete(old)
@@ -48,16 +56,20 @@ class _ExpireAfter(_Operator):
     def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
         """Delete the key's state if ``when`` is its expiry, else pass the timer on."""
         if "expires" in state and state.value("expires").value == _to_millis(when):
-            inner = state.namespace("op")
-            for at in inner.timers.list():
-                inner.timers.delete(at)
-            inner.clear()
-            state.delete("expires")
+            self._expire(state)
             return []
         handler = getattr(self.op, "on_timer", None)
         if handler is None:
             return []
         return list(handler(key, when, state.namespace("op")))
+
+    @staticmethod
+    def _expire(state: KeyState) -> None:
+        inner = state.namespace("op")
+        for at in inner.timers.list():
+            inner.timers.delete(at)
+        inner.clear()
+        state.delete("expires")
 
 
 def expire_after(ttl: Any, op: KeyedOperator) -> KeyedOperator:
