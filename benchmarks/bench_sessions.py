@@ -67,6 +67,7 @@ OUTPUT_DDL = "user long, start timestamp, end timestamp, count long, sum double"
 GAP_MS = 120_000
 BASE_MS = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
 MINUTE_MS = 60_000
+FAR_MS = BASE_MS + 86_400_000  # the two final batches' events: a day later
 # Measured in the issue on this kind of machine (for the notes).
 ISSUE_FIGURES = "native session_window ≈ 45 s, transformWithStateInPandas ≈ 233 s"
 
@@ -132,7 +133,7 @@ def write_input(work: Workload, folder: str, seed: int = 20260112) -> None:
                 events.setdefault(user, []).append((tsm, v))
         rng.shuffle(lines)
         files.append(lines)
-    far = BASE_MS + 86_400_000
+    far = FAR_MS
     files.append([f'{{"user":0,"tsm":{far},"v":1.0}}\n'])
     files.append([f'{{"user":0,"tsm":{far + 3_600_000},"v":1.0}}\n'])
     size = 0
@@ -466,6 +467,10 @@ class Bench:
 
 
 def check(res: Result, work: Workload) -> None:
+    # The far-future events' own sessions are left out: Spark closes the first one in the
+    # no-data batch it runs after the last file (its watermark moved), a foreachBatch
+    # query that keeps no Spark state gets no such batch.
+    res.sessions = frozenset(s for s in res.sessions if s[1] < FAR_MS)
     if res.sessions != work.expected:
         res.ok = False
         missing, extra = work.expected - res.sessions, res.sessions - work.expected

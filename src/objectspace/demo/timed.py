@@ -129,6 +129,7 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
         rows = df.collect()
         produced.extend(_key(r.asDict()) for r in rows)
         s = runner.last_batch
+        assert s is not None
         wm = _stat(s, "watermark")
         print(
             f"  batch {batch_id:>2}  watermark {wm.strftime('%H:%M:%S') if wm else '-':>8}  "

@@ -101,7 +101,7 @@ def _check_duration(op: str, name: str, value: object) -> int:
 def _to_millis(value: Any) -> int:
     """An event time (``datetime``, naive = UTC, or int epoch milliseconds) in epoch ms."""
     if type(value) is int:
-        return value
+        return int(value)
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
