@@ -23,8 +23,9 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Receipt, Storage, open_storage
@@ -36,6 +37,8 @@ from objectspace.operators.execution import (
     StatefulFunction,
     TaskPlan,
     TaskStats,
+    TimeDriver,
+    TimeOptions,
     add_task,
     check_input_columns,
     check_output_columns,
@@ -50,6 +53,7 @@ from objectspace.operators.execution import (
     sum_tasks,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import to_ms
 
 __all__ = ["Simulation", "simulate"]
 
@@ -111,6 +115,12 @@ def simulate(
     compaction: CompactionPolicy | None = None,
     retain: int | None = 2,
     output_columns: Sequence[str] | None = None,
+    time_mode: str | None = None,
+    event_time: str | None = None,
+    watermark_delay: str | timedelta | None = None,
+    late_rows: str = "drop",
+    on_timer: Callable[..., Iterable[Mapping[str, Any]]] | None = None,
+    batch_times: Sequence[datetime | int] | None = None,
 ) -> Simulation:
     """Run ``fn`` over ``batches`` (lists of row dicts; batch ``i`` is checkpoint ``i``)
     exactly as :class:`~objectspace.spark.StatefulRunner` would, without Spark.
@@ -125,6 +135,11 @@ def simulate(
     no later checkpoint than the batches. ``output_columns`` (optional) plays the
     runner's ``output_schema``: an output row with another column is refused, and every
     output row gets every column (``None`` where missing).
+
+    Time, as the runner's: ``time_mode`` (``None``, ``"event"``, ``"processing"``),
+    ``event_time``, ``watermark_delay``, ``late_rows`` and ``on_timer``; ``batch_times``:
+    the processing time of each batch (datetimes, naive meaning UTC, or epoch ms; default:
+    the wall clock when the batch first runs), which a replayed batch keeps.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -142,6 +157,12 @@ def simulate(
     else:
         check_parallelism(parallelism, max_key_groups)
     replays = set(replay)
+    options = TimeOptions.of(time_mode, event_time, watermark_delay, late_rows, on_timer)
+    times = None if batch_times is None else [to_ms(t, "a batch time") for t in batch_times]
+    if times is not None and len(times) < len(batches):
+        raise ValueError(
+            f"batch_times has {len(times)} times for {len(batches)} batches: give one per batch"
+        )
     check_retain(retain)
     columns = None
     if output_columns is not None:
@@ -159,12 +180,15 @@ def simulate(
     the_job.fence()
     sim = Simulation(store, the_job, the_operator, key_columns)
     groups = KeyGroups(max_key_groups)
+    driver = TimeDriver(the_job, operator, options)
     for i, rows in enumerate(all_rows):
         p = _parallelism_of(parallelism, i)
+        run = (sim, fn, rows, i, p, groups, columns, order_columns)
+        at = None if times is None else times[i]
         if i in replays:
-            out, _ = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, False, retain)
+            out, _ = _run_batch(*run, False, retain, driver, at)
             sim.first_attempts[i] = out
-        out, stats = _run_batch(sim, fn, rows, i, p, groups, columns, order_columns, True, retain)
+        out, stats = _run_batch(*run, True, retain, driver, at)
         sim.outputs.append(out)
         sim.stats.append(stats)
     return sim
@@ -185,11 +209,14 @@ def _run_batch(
     order_columns: tuple[str, ...],
     commit: bool,
     retain: int | None,
+    driver: TimeDriver,
+    batch_time: int | None,
 ) -> tuple[list[Row], BatchStats]:
     """One attempt of one batch, as ``StatefulRunner.process`` runs it; committed when
     ``commit`` (and not a replay of a committed checkpoint)."""
     started = time.perf_counter()
     base, replay = plan_base(sim.job, checkpoint_id)
+    timing = driver.plan(checkpoint_id, base, replay, batch_time)
     plan = TaskPlan(
         storage=sim.storage,
         info=sim.operator.info,
@@ -202,6 +229,7 @@ def _run_batch(
         key_columns=sim.key_columns,
         order_columns=order_columns,
         output_columns=None if columns is None else (*columns, RECEIPT_COLUMN),
+        time=timing,
     )
     single = len(sim.key_columns) == 1
     by_instance: dict[int, list[Row]] = {}
@@ -209,6 +237,8 @@ def _run_batch(
         key = row[sim.key_columns[0]] if single else tuple(row[c] for c in sim.key_columns)
         key_group = row[KEY_GROUP_COLUMN] = groups.key_group(key)
         by_instance.setdefault(groups.instance_of(key_group, parallelism), []).append(row)
+    for key_group in timing.due:  # instances with something due run without rows too
+        by_instance.setdefault(groups.instance_of(key_group, parallelism), [])
     batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=parallelism, replay=replay)
     receipts: list[Receipt] = []
     out: list[Row] = []
@@ -225,7 +255,13 @@ def _run_batch(
         out.extend(produced)
     batch.seconds_tasks = time.perf_counter() - tasks_started
     if commit:
+        time_receipt = driver.save(timing, batch)
+        if time_receipt is not None:
+            receipts.append(time_receipt)
         commit_batch(sim.job, batch, receipts, retain)
+        driver.acknowledge()
+    else:
+        batch.watermark, batch.batch_time = timing.clock.watermark, timing.clock.batch_time
     sum_tasks(batch)
     batch.seconds_total = time.perf_counter() - started
     if columns is not None:

@@ -33,12 +33,16 @@ from objectspace.operators.library import (
     zip,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import Clock, TimeError, Timers, parse_duration
 
 __all__ = [
     "AGGREGATES",
+    "Clock",
     "KeyState",
     "KeyedOperator",
     "Row",
+    "TimeError",
+    "Timers",
     "aggregate",
     "buffer",
     "chain",
@@ -47,6 +51,7 @@ __all__ = [
     "distinct",
     "distinct_until_changed",
     "expire_after",
+    "parse_duration",
     "scan",
     "session_window",
     "skip",

@@ -7,6 +7,7 @@ from typing import Any
 
 from objectspace.operators._base import KeyedOperator, Row, _Operator
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import fire_timer
 
 __all__ = ["chain"]
 
@@ -27,6 +28,23 @@ class _Chain(_Operator):
             if not current:
                 return []
             current = list(op(key, current, state.namespace(str(i))))
+        return current
+
+    def fire_timer(self, key: Any, names: tuple[str, ...], when: int, state: KeyState) -> list[Row]:
+        """A timer that operator ``names[0]`` registered fired: that operator handles it
+        (its ``on_timer``, or its own routing), and its output rows run through the
+        operators after it, as rows do."""
+        if not names or not names[0].isdigit() or int(names[0]) >= len(self.ops):
+            raise ValueError(f"{self!r}: a timer of key {key!r} names no operator: {names!r}")
+        i = int(names[0])
+        current = [
+            dict(r)
+            for r in fire_timer(self.ops[i], None, key, names[1:], when, state.namespace(names[0]))
+        ]
+        for j in range(i + 1, len(self.ops)):
+            if not current:
+                return []
+            current = list(self.ops[j](key, current, state.namespace(str(j))))
         return current
 
 

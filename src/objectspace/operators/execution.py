@@ -20,11 +20,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
-from objectspace.checkpoint import CompactionPolicy, Instance, Job, Operator, Receipt, Storage
+from objectspace.checkpoint import (
+    EMPTY,
+    CompactionPolicy,
+    Instance,
+    Job,
+    Operator,
+    Receipt,
+    Storage,
+)
 from objectspace.errors import CheckpointError, ObjectSpaceError, ReservedColumnError
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import (
+    TIME_MODES,
+    Clock,
+    TimeError,
+    due_timers,
+    earliest,
+    expire,
+    fire_timer,
+    parse_duration,
+    to_ms,
+)
 from objectspace.storage.contract import OperatorInfo
 
 __all__ = [
@@ -36,6 +56,9 @@ __all__ = [
     "StatefulFunction",
     "TaskPlan",
     "TaskStats",
+    "TimeDriver",
+    "TimeOptions",
+    "TimePlan",
     "add_task",
     "check_input_columns",
     "check_output_columns",
@@ -43,6 +66,7 @@ __all__ = [
     "check_retain",
     "column_names",
     "finish_task",
+    "fire_timer",
     "group_rows",
     "order_rows",
     "plan_base",
@@ -56,6 +80,8 @@ StatefulFunction = Callable[[Any, list[dict[str, Any]], KeyState], Iterable[Mapp
 KEY_GROUP_COLUMN = "__os_kg"
 INSTANCE_COLUMN = "__os_instance"
 RECEIPT_COLUMN = "__os_receipt"
+NO_TIME = -(1 << 63)
+"""``TaskStats.max_event_time`` of a task that saw no event time."""
 RESERVED_COLUMNS = (KEY_GROUP_COLUMN, INSTANCE_COLUMN, RECEIPT_COLUMN)
 """Column names the runner adds to a batch: an input, an output row or an output_schema
 that uses one is refused with :class:`~objectspace.errors.ReservedColumnError`."""
@@ -146,6 +172,13 @@ class TaskStats:
     seconds_save: float = 0.0
     seconds_snapshot: float = 0.0
     seconds_total: float = 0.0
+    rows_late: int = 0
+    timers_fired: int = 0
+    entries_expired: int = 0
+    max_event_time: int = NO_TIME
+    deadlines: list[list[int]] = field(default_factory=list)
+    """Per key group the task ran: ``[key_group]`` (nothing due any more) or
+    ``[key_group, earliest time due]``, for the driver's record."""
 
 
 @dataclass
@@ -172,7 +205,59 @@ class BatchStats:
     seconds_process: float = 0.0
     seconds_save: float = 0.0
     seconds_snapshot: float = 0.0
+    rows_late: int = 0
+    timers_fired: int = 0
+    entries_expired: int = 0
+    watermark: int | None = None
+    """The watermark the batch ran with (epoch ms; ``None``: none)."""
+    batch_time: int | None = None
+    """The batch's processing time (epoch ms), when the operator keeps time."""
     tasks: list[TaskStats] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeOptions:
+    """The time options of a runner (or of ``simulate``), checked."""
+
+    mode: str | None = None
+    event_time: str | None = None
+    watermark_delay: int = 0
+    late_rows: str = "drop"
+    on_timer: Callable[..., Iterable[Mapping[str, Any]]] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        time_mode: str | None,
+        event_time: str | None,
+        watermark_delay: Any,
+        late_rows: str,
+        on_timer: Any,
+    ) -> TimeOptions:
+        if time_mode not in TIME_MODES:
+            raise TimeError(f"time_mode is None, 'event' or 'processing', not {time_mode!r}")
+        if time_mode == "event" and not (isinstance(event_time, str) and event_time):
+            raise TimeError("time_mode='event' needs event_time, the event-time column's name")
+        if event_time is not None and time_mode != "event":
+            raise TimeError(f"event_time={event_time!r} is only used with time_mode='event'")
+        if late_rows not in ("drop", "keep"):
+            raise TimeError(f"late_rows is 'drop' or 'keep', not {late_rows!r}")
+        if on_timer is not None and not callable(on_timer):
+            raise TypeError(f"on_timer must be callable (key, when, state), not {on_timer!r}")
+        delay = parse_duration(
+            timedelta(0) if watermark_delay is None else watermark_delay, "watermark_delay"
+        )
+        return cls(time_mode, event_time, delay, late_rows, on_timer)
+
+
+@dataclass(frozen=True, slots=True)
+class TimePlan:
+    """The time part of a batch's plan: its clock, the key groups with something due
+    (``due``: key group -> earliest time), and the options."""
+
+    clock: Clock
+    options: TimeOptions
+    due: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +286,7 @@ class TaskPlan:
     use_snapshots: bool = False
     owner: str = ""
     snapshot_key: bytes = b""
+    time: TimePlan | None = None
 
     def restore(self, index: int) -> Instance:
         """Instance ``index`` of this batch, restored from storage as of :attr:`base`."""
@@ -289,21 +375,29 @@ def run_instance(
     key_columns = plan.key_columns
     single = len(key_columns) == 1
     first = key_columns[0]
+    timing = plan.time
+    clock = None if timing is None else timing.clock
+    touched = {key_group for key_group, _ in groups}
+    if timing is not None:
+        touched.update(g for g in timing.due if g in instance.key_groups)
+        if timing.options.mode == "event":
+            groups = _drop_late(groups, timing, stats)
     t0 = time.perf_counter()
-    instance.preload({key_group for key_group, _ in groups})
+    instance.preload(touched)
     restore += time.perf_counter() - t0
+    now = None if clock is None else clock.now
+    if now is not None:
+        for key_group in sorted(touched):
+            space = instance.space(key_group)
+            first_due = earliest(space)
+            if first_due is not None and first_due <= now:
+                stats.entries_expired += expire(space, now)
     names = None if plan.output_columns is None else set(plan.output_columns)
     out: list[Row] = []
-    for (key_group, key), key_rows in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))
-    ):
-        if len(key_rows) > 1:
-            order_rows(key_rows, plan.order_columns)
-        t0 = time.perf_counter()
-        space = instance.space(key_group)
-        restore += time.perf_counter() - t0
-        for produced in plan.fn(key, key_rows, KeyState.for_key(space, key)):
-            row = dict(produced)
+
+    def emit(key: Any, produced: Iterable[Mapping[str, Any]]) -> None:
+        for one in produced:
+            row = dict(one)
             if single:
                 row.setdefault(first, key)
             else:
@@ -324,6 +418,25 @@ def run_instance(
                     f"({', '.join(declared)})"
                 )
             out.append(row)
+
+    for (key_group, key), key_rows in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))
+    ):
+        if len(key_rows) > 1:
+            order_rows(key_rows, plan.order_columns)
+        t0 = time.perf_counter()
+        space = instance.space(key_group)
+        restore += time.perf_counter() - t0
+        emit(key, plan.fn(key, key_rows, KeyState.for_key(space, key, clock)))
+    if timing is not None:
+        for key_group in sorted(touched):
+            space = instance.space(key_group)
+            for when, _prefix, key, path in due_timers(space, now):
+                stats.timers_fired += 1
+                root = KeyState.for_key(space, key, clock)
+                emit(key, fire_timer(plan.fn, timing.options.on_timer, key, path, when, root))
+            due = earliest(space)
+            stats.deadlines.append([key_group] if due is None else [key_group, due])
     stats.rows_out = len(out)
     stats.seconds_restore = restore
     stats.rows_read = instance.rows_read - rows_read
@@ -333,6 +446,39 @@ def run_instance(
         receipt = instance.save(plan.checkpoint_id)
     stats.seconds_save = time.perf_counter() - t0
     return out, receipt
+
+
+def _drop_late(
+    groups: dict[tuple[int, Any], list[Row]], timing: TimePlan, stats: TaskStats
+) -> dict[tuple[int, Any], list[Row]]:
+    """Record the rows' largest event time; drop (and count) the late ones unless kept."""
+    column = timing.options.event_time
+    assert column is not None
+    watermark = timing.clock.watermark
+    keep = timing.options.late_rows == "keep"
+    largest = stats.max_event_time
+    kept: dict[tuple[int, Any], list[Row]] = {}
+    for group_key, rows in groups.items():
+        on_time: list[Row] = []
+        for row in rows:
+            value = row.get(column)
+            if value is None:
+                raise TimeError(
+                    f"a row of key {group_key[1]!r} has no event time (column {column!r}): {row!r}"
+                )
+            ms = to_ms(value, f"event_time column {column!r}")
+            if ms > largest:
+                largest = ms
+            if watermark is not None and ms < watermark and not keep:
+                stats.rows_late += 1
+            else:
+                on_time.append(row)
+        if on_time:
+            kept[group_key] = on_time
+    stats.max_event_time = largest
+    stats.rows_in -= stats.rows_late
+    stats.keys = len(kept)
+    return kept
 
 
 def finish_task(stats: TaskStats, started: float) -> None:
@@ -381,3 +527,130 @@ def sum_tasks(batch: BatchStats) -> None:
         batch.seconds_process += stats.seconds_process
         batch.seconds_save += stats.seconds_save
         batch.seconds_snapshot += stats.seconds_snapshot
+        batch.rows_late += stats.rows_late
+        batch.timers_fired += stats.timers_fired
+        batch.entries_expired += stats.entries_expired
+
+
+TIME_OPERATOR_SUFFIX = "#time"
+"""The driver's time state of operator ``op`` is the one-key-group operator
+``op#time`` of the same job, committed with every checkpoint (see :class:`TimeDriver`)."""
+_BATCH_TIMES_KEPT = 64
+
+
+class TimeDriver:
+    """The driver's side of time: what it keeps between batches, as object-space state.
+
+    The state lives in operator ``<operator>#time`` of the job (one key group), saved and
+    committed with each checkpoint, so it is exactly-once like the operator's own state:
+    ``max_event`` (the largest event time of the batches committed so far, for the next
+    watermark), ``batch_time`` (checkpoint id -> processing time, the last 64, so a
+    replay runs with its first attempt's time) and ``deadlines`` (key group -> the
+    earliest time anything is due in it, as the tasks reported). The driver runs exactly
+    the instances with rows or with a key group whose deadline has come.
+
+    A runner that uses no time (``time_mode=None``) and whose state has no TTL'd entry
+    nor timer never creates that operator and reads nothing.
+    """
+
+    def __init__(self, job: Job, operator: str, options: TimeOptions) -> None:
+        self.job = job
+        self.name = operator + TIME_OPERATOR_SUFFIX
+        self.options = options
+        self._exists = any(o.name == self.name for o in job.operators())
+        self._instance: Instance | None = None
+        self._base: int | None = None
+
+    def _restore(self, checkpoint: int | None) -> Instance | None:
+        if not self._exists:
+            return None
+        op = self.job.operator(self.name, 1)
+        return op.instance(0, 1, checkpoint=EMPTY if checkpoint is None else checkpoint)
+
+    def plan(
+        self, checkpoint_id: int, base: int | None, replay: bool, batch_time: int | None
+    ) -> TimePlan:
+        """The time of batch ``checkpoint_id`` run on ``base``; ``batch_time`` (epoch ms,
+        ``None``: now) is used unless the batch was committed before (a replay), which
+        runs with its recorded time."""
+        options = self.options
+        self._base = base
+        self._instance = instance = self._restore(base)
+        max_event = None
+        deadlines: dict[int, int] = {}
+        if instance is not None:
+            space = instance.space(0)
+            if "max_event" in space:
+                max_event = space.get_value("max_event").value
+            if "deadlines" in space:
+                deadlines = dict(space.get_dict("deadlines").items())
+        if replay and self._exists:
+            done = self._restore(checkpoint_id)
+            assert done is not None
+            space = done.space(0)
+            recorded = (
+                space.get_dict("batch_time").get(checkpoint_id) if "batch_time" in space else None
+            )
+            if recorded is not None:
+                batch_time = recorded
+        if batch_time is None:
+            batch_time = time.time_ns() // 1_000_000
+        watermark = None
+        if options.mode == "event" and max_event is not None:
+            watermark = max_event - options.watermark_delay
+        clock = Clock(options.mode, watermark, batch_time)
+        now = clock.now
+        due = frozenset(g for g, d in deadlines.items() if now is not None and d <= now)
+        return TimePlan(clock, options, due)
+
+    def save(self, plan: TimePlan, batch: BatchStats) -> Receipt | None:
+        """Record what batch ``batch`` (not a replay) leaves for the next ones and save it
+        as pending checkpoint ``batch.checkpoint_id``; the receipt to commit with the
+        operator's (``None``: nothing to record)."""
+        batch.watermark = plan.clock.watermark
+        batch.batch_time = plan.clock.batch_time
+        if batch.replay:
+            return None
+        reported = [d for t in batch.tasks for d in t.deadlines]
+        largest = max((t.max_event_time for t in batch.tasks), default=NO_TIME)
+        if not self._exists:
+            if self.options.mode is None and not any(len(d) == 2 for d in reported):
+                return None
+            self.job.operator(self.name, 1)
+            self._exists = True
+            # A new operator has no state yet: start empty, on the batch's base (receipts
+            # of one commit share their base).
+            self._instance = self.job.operator(self.name, 1).instance(0, 1, checkpoint=EMPTY)
+            self._instance.base = self._base
+        instance = self._instance
+        assert instance is not None
+        space = instance.space(0)
+        if largest != NO_TIME:
+            old = space.get_value("max_event").value if "max_event" in space else None
+            if old is None or largest > old:
+                if "max_event" in space:
+                    space.get_value("max_event").value = largest
+                else:
+                    space.create_value("max_event", largest)
+        times = (
+            space.get_dict("batch_time")
+            if "batch_time" in space
+            else space.create_dict("batch_time")
+        )
+        times[batch.checkpoint_id] = plan.clock.batch_time
+        for old_id in [c for c in times if c < batch.checkpoint_id - _BATCH_TIMES_KEPT]:
+            del times[old_id]
+        deadlines = (
+            space.get_dict("deadlines") if "deadlines" in space else space.create_dict("deadlines")
+        )
+        for entry in reported:
+            if len(entry) == 2:
+                if deadlines.get(entry[0]) != entry[1]:
+                    deadlines[entry[0]] = entry[1]
+            elif entry[0] in deadlines:
+                del deadlines[entry[0]]
+        return instance.save(batch.checkpoint_id)
+
+    def acknowledge(self) -> None:
+        """The checkpoint was committed: nothing to keep (the next batch restores)."""
+        self._instance = None

@@ -8,6 +8,7 @@ created on first use and live in the object space of the key's key group, under 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any, TypeVar
 
 from objectspace.collections import (
@@ -22,6 +23,17 @@ from objectspace.collections import (
     PersistedSortedSet,
     PersistedStack,
     PersistedValue,
+)
+from objectspace.operators.timing import (
+    Clock,
+    Timers,
+    TtlDict,
+    TtlList,
+    TtlQueue,
+    TtlSet,
+    TtlValue,
+    from_ms,
+    parse_duration,
 )
 from objectspace.space import ObjectSpace
 
@@ -48,17 +60,65 @@ def key_prefix(key: Any) -> str:
 
 
 class KeyState:
-    """Persisted objects of one key (or of one operator's namespace within it)."""
+    """Persisted objects of one key (or of one operator's namespace within it).
 
-    __slots__ = ("_prefix", "_space")
+    ``key`` and ``names`` (the namespace path) are what a timer registered here fires
+    with; ``clock`` is the batch's time (:class:`~objectspace.operators.timing.Clock`;
+    ``None``: no time, so TTL'd entries count from the first time the operator has and
+    timers fire only when a time comes).
+    """
 
-    def __init__(self, space: ObjectSpace, prefix: str) -> None:
+    __slots__ = ("_clock", "_key", "_names", "_prefix", "_space")
+
+    def __init__(
+        self,
+        space: ObjectSpace,
+        prefix: str,
+        key: Any = None,
+        names: tuple[str, ...] = (),
+        clock: Clock | None = None,
+    ) -> None:
         self._space = space
         self._prefix = prefix
+        self._key = key
+        self._names = names
+        self._clock = clock
 
     @classmethod
-    def for_key(cls, space: ObjectSpace, key: Any) -> KeyState:
-        return cls(space, key_prefix(key))
+    def for_key(cls, space: ObjectSpace, key: Any, clock: Clock | None = None) -> KeyState:
+        return cls(space, key_prefix(key), key, (), clock)
+
+    @property
+    def key(self) -> Any:
+        """The key this state belongs to."""
+        return self._key
+
+    @property
+    def clock(self) -> Clock | None:
+        """The time this batch runs with (``None``: none)."""
+        return self._clock
+
+    @property
+    def timers(self) -> Timers:
+        """This key's timers (per namespace): ``register(when)``, ``delete(when)``,
+        ``list()``."""
+        return Timers(self)
+
+    @property
+    def watermark(self) -> datetime | None:
+        """The watermark this batch runs with (aware UTC), ``None`` before the first one
+        or outside event time."""
+        clock = self._clock
+        return None if clock is None or clock.watermark is None else from_ms(clock.watermark)
+
+    @property
+    def batch_time(self) -> datetime | None:
+        """This batch's processing time (aware UTC; the same when the batch is replayed)."""
+        clock = self._clock
+        return None if clock is None or clock.batch_time is None else from_ms(clock.batch_time)
+
+    def _raw_id(self, suffix: str) -> str:
+        return self._prefix + suffix
 
     @property
     def space(self) -> ObjectSpace:
@@ -67,7 +127,20 @@ class KeyState:
 
     def namespace(self, name: str) -> KeyState:
         """A nested namespace (used by ``operators.chain`` to keep operators apart)."""
-        return KeyState(self._space, f"{self._prefix}{_escape(name)}/")
+        return KeyState(
+            self._space,
+            f"{self._prefix}{_escape(name)}/",
+            self._key,
+            (*self._names, name),
+            self._clock,
+        )
+
+    def path(self, names: tuple[str, ...]) -> KeyState:
+        """The nested namespace ``names`` (``()``: this one)."""
+        state = self
+        for name in names:
+            state = state.namespace(name)
+        return state
 
     def _id(self, name: str) -> str:
         return self._prefix + _escape(name)
@@ -82,19 +155,32 @@ class KeyState:
             return obj
         return create(object_id)  # type: ignore[no-any-return]
 
-    def value(self, name: str, default: Any = None) -> PersistedValue:
-        """A persisted single value, created holding ``default``."""
+    def value(self, name: str, default: Any = None, ttl: Any = None) -> PersistedValue:
+        """A persisted single value, created holding ``default``. With ``ttl`` (a
+        timedelta or a str like ``"1 hour"``) a view whose value reads ``default`` again
+        ``ttl`` after its last write."""
+        if ttl is not None:
+            return TtlValue(self, name, default, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return self._get(name, PersistedValue, lambda i: self._space.create_value(i, default))
 
     def array(self, name: str, length: int, fill: Any = None) -> PersistedArray:
         """A fixed-length array, created with every slot ``fill``."""
         return self._get(name, PersistedArray, lambda i: self._space.create_array(i, length, fill))
 
-    def list(self, name: str) -> PersistedList:
-        return self._get(name, PersistedList, self._space.create_list)
+    def list(self, name: str, ttl: Any = None) -> PersistedList:
+        """A persisted list (``ttl``: each element expires ``ttl`` after its last write)."""
+        obj = self._get(name, PersistedList, self._space.create_list)
+        if ttl is not None:
+            return TtlList(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
+        return obj
 
-    def queue(self, name: str) -> PersistedQueue:
-        return self._get(name, PersistedQueue, self._space.create_queue)
+    def queue(self, name: str, ttl: Any = None) -> PersistedQueue:
+        """A persisted queue (``ttl``: elements expire ``ttl`` after they were enqueued,
+        from the front)."""
+        obj = self._get(name, PersistedQueue, self._space.create_queue)
+        if ttl is not None:
+            return TtlQueue(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
+        return obj
 
     def stack(self, name: str) -> PersistedStack:
         return self._get(name, PersistedStack, self._space.create_stack)
@@ -102,24 +188,43 @@ class KeyState:
     def linked_list(self, name: str) -> PersistedLinkedList:
         return self._get(name, PersistedLinkedList, self._space.create_linked_list)
 
-    def set(self, name: str) -> PersistedSet:
-        return self._get(name, PersistedSet, self._space.create_set)
+    def set(self, name: str, ttl: Any = None) -> PersistedSet:
+        """A persisted set (``ttl``: each element expires ``ttl`` after it was last added)."""
+        obj = self._get(name, PersistedSet, self._space.create_set)
+        if ttl is not None:
+            return TtlSet(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
+        return obj
 
-    def sorted_set(self, name: str) -> PersistedSortedSet:
-        return self._get(name, PersistedSortedSet, self._space.create_sorted_set)
+    def sorted_set(self, name: str, ttl: Any = None) -> PersistedSortedSet:
+        """A persisted sorted set (``ttl``: per element, as :meth:`set`)."""
+        obj = self._get(name, PersistedSortedSet, self._space.create_sorted_set)
+        if ttl is not None:
+            return TtlSet(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
+        return obj
 
-    def dict(self, name: str) -> PersistedDict:
-        return self._get(name, PersistedDict, self._space.create_dict)
+    def dict(self, name: str, ttl: Any = None) -> PersistedDict:
+        """A persisted dict (``ttl``: each entry expires ``ttl`` after its last write)."""
+        obj = self._get(name, PersistedDict, self._space.create_dict)
+        if ttl is not None:
+            return TtlDict(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
+        return obj
 
-    def sorted_dict(self, name: str) -> PersistedSortedDict:
-        return self._get(name, PersistedSortedDict, self._space.create_sorted_dict)
+    def sorted_dict(self, name: str, ttl: Any = None) -> PersistedSortedDict:
+        """A persisted sorted dict (``ttl``: per entry, as :meth:`dict`)."""
+        obj = self._get(name, PersistedSortedDict, self._space.create_sorted_dict)
+        if ttl is not None:
+            return TtlDict(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
+        return obj
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and bool(name) and self._id(name) in self._space
 
     def delete(self, name: str) -> None:
-        """Delete one object (``KeyError`` if it does not exist)."""
-        self._space.delete(self._id(name))
+        """Delete one object (``KeyError`` if it does not exist), and its TTL record."""
+        object_id = self._id(name)
+        self._space.delete(object_id)
+        if object_id + "%ttl" in self._space:
+            self._space.delete(object_id + "%ttl")
 
     def ids(self) -> Iterator[str]:
         """Ids of every object of this namespace, nested ones included. O(objects in space)."""

@@ -20,7 +20,10 @@ from objectspace.checkpoint import (
 )
 from objectspace.keygroups import check_max_key_groups, spark_instance_expr
 from objectspace.operators.execution import (
+    TIME_OPERATOR_SUFFIX,
     TaskPlan,
+    TimeDriver,
+    TimeOptions,
     add_task,
     check_input_columns,
     check_output_columns,
@@ -78,6 +81,13 @@ class StatefulRunner:
     off when the state is large and workers keep their instances anyway, or when the local
     disk is scarce.
 
+    Time (see the README's "Time" section): ``time_mode`` (``None``, ``"event"`` or
+    ``"processing"``), ``event_time`` (a timestamp or long epoch-ms column, required for
+    event time), ``watermark_delay`` (a str like ``"10 seconds"`` or a timedelta),
+    ``late_rows`` (``"drop"``, counted in ``BatchStats.rows_late``, or ``"keep"``) and
+    ``on_timer(key, when, state)``, the handler of the timers ``state.timers`` registers
+    (default: the operator's own ``on_timer``).
+
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
     query), oldest first; ``last_batch`` is the latest.
@@ -101,10 +111,18 @@ class StatefulRunner:
         cache_instances: bool = True,
         snapshot_instances: bool = True,
         history: int | None = 100,
+        on_timer: Callable[..., Any] | None = None,
+        time_mode: str | None = None,
+        event_time: str | None = None,
+        watermark_delay: Any = None,
+        late_rows: str = "drop",
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
         self.fn = fn
+        self.time_options = TimeOptions.of(
+            time_mode, event_time, watermark_delay, late_rows, on_timer
+        )
         self.key_columns = _columns(key, "key")
         self.order_columns = _columns(order_by, "order_by")
         self.output_schema_ddl = output_schema
@@ -119,7 +137,11 @@ class StatefulRunner:
                 "processes: use sqlite:///, postgresql:// or segment files"
             )
         self.job = self.storage.job(job)
-        others = [o.name for o in self.job.operators() if o.name != operator]
+        others = [
+            o.name
+            for o in self.job.operators()
+            if o.name not in (operator, operator + TIME_OPERATOR_SUFFIX)
+        ]
         if others:
             raise ValueError(
                 f"cannot run operator {operator!r} in job {job!r}, which already has "
@@ -133,6 +155,7 @@ class StatefulRunner:
         # This runner is the job's driver from now on: a runner started earlier on the same
         # job (a query started twice, a zombie driver) can no longer commit.
         self.epoch = self.job.fence()
+        self._time = TimeDriver(self.job, operator, self.time_options)
         self.parallelism = parallelism
         self.compaction = compaction or CompactionPolicy()
         self.retain = retain
@@ -212,6 +235,12 @@ class StatefulRunner:
         else:
             p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
         check_input_columns(df.columns, self.key_columns, self.order_columns, self.operator.name)
+        event_time = self.time_options.event_time
+        if event_time is not None and event_time not in df.columns:
+            raise ValueError(
+                f"input of {self.operator.name!r} lacks the event_time column {event_time!r}; "
+                f"it has {df.columns}"
+            )
         struct, arrow_schema = self._schemas(spark)
         base, replay = self._plan_base(checkpoint_id)
 
@@ -224,6 +253,23 @@ class StatefulRunner:
         routed = df.withColumn(
             _KG, F.expr(f"pmod(xxhash64({', '.join(key_exprs)}), {max_kg})").cast("int")
         ).withColumn(_INSTANCE, F.expr(spark_instance_expr(_KG, max_kg, p)).cast("int"))
+        timing = self._time.plan(checkpoint_id, base, replay, None)
+        if timing.due:
+            # Instances with timers or TTL'd entries due run even without rows: one marker
+            # row each (key group -1), which the task drops.
+            key_groups = self.operator.key_groups
+            due = sorted({key_groups.instance_of(g, p) for g in timing.due})
+            nullable = T.StructType(
+                [T.StructField(f.name, f.dataType, True) for f in routed.schema.fields]
+            )
+            marks = [
+                tuple(
+                    -1 if f.name == _KG else i if f.name == _INSTANCE else None
+                    for f in nullable.fields
+                )
+                for i in due
+            ]
+            routed = routed.unionByName(spark.createDataFrame(marks, nullable))
         plan = TaskPlan(
             storage=self.storage,
             info=self.operator.info,
@@ -240,12 +286,13 @@ class StatefulRunner:
             use_snapshots=self.snapshot_instances,
             owner=f"{self._application(spark)}/{self._token}",
             snapshot_key=self._snapshot_key,
+            time=timing,
         )
         task = _InstanceTask(plan, arrow_schema)
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
-        if self._single_partition(df):
+        if not timing.due and self._single_partition(df):
             # Small micro-batches often arrive in one partition: run every instance in that
             # task instead of shuffling the rows to one task per instance.
             result = routed.mapInArrow(lambda it: task.run_partition(it), struct)
@@ -262,7 +309,11 @@ class StatefulRunner:
         batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
         for blob in packed:
             add_task(batch, receipts, *_unpack_receipt(blob))
+        time_receipt = self._time.save(timing, batch)
+        if time_receipt is not None:
+            receipts.append(time_receipt)
         commit_batch(self.job, batch, receipts, self.retain)
+        self._time.acknowledge()
         batch.seconds_tasks = tasks_seconds
         sum_tasks(batch)
         batch.seconds_total = time.perf_counter() - started

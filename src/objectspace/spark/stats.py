@@ -66,6 +66,13 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
     if not isinstance(raw_stats, dict) or set(raw_stats) != set(fields):
         raise bad("stats fields")
     for name, value in raw_stats.items():
+        if name == "deadlines":
+            if not isinstance(value, list) or not all(
+                isinstance(d, list) and len(d) in (1, 2) and all(_is_int(x) for x in d)
+                for d in value
+            ):
+                raise bad(f"stats field {name}")
+            continue
         default: object = fields[name].default
         kind: type = type(default)
         ok = (

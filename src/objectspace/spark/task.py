@@ -249,6 +249,8 @@ class _InstanceTask:
             del row[_INSTANCE]
             return int(row.pop(_KG))
 
+        if plan.time is not None and plan.time.due:
+            rows = [r for r in rows if r[_KG] != -1]  # the driver's marker rows
         groups = group_rows(rows, plan.key_columns, key_group)
         out, receipt = run_instance(plan, instance, groups, stats, restore)
         if plan.use_cache and not plan.replay:

@@ -1,0 +1,678 @@
+"""Time for keyed state: the clock of a batch, timers, and TTL'd collections.
+
+Everything here is ordinary object-space state in the key group's space, written through
+the space's own checkpoint: a key group keeps one persisted sorted set, the *due index*
+(id :data:`DUE_ID`), holding ``(time_ms, kind, ...)`` entries ordered by time:
+
+* ``(when, "t", prefix, key, names)``: a timer of the key state ``prefix`` (key ``key``,
+  namespace path ``names``); the key state also keeps its timers in a sorted set
+  ``<prefix>%timers`` (its :meth:`Timers.list`), which is the truth: an index entry whose
+  timer is gone from it (deleted, or the key's state cleared) is dropped unfired.
+* ``(when, "e", object_id, encoded_key, key)``: an entry of a TTL'd dict, set, sorted
+  dict, sorted set or value expiring at ``when``; the collection keeps each entry's expiry
+  in a dict ``<object_id>%ttl`` (encoded key -> time), which again is the truth.
+* ``(when, "q", object_id, b"", None)``: the front element of a TTL'd queue or list
+  expires at ``when``; the elements' expiry times are a parallel queue/list
+  ``<object_id>%ttl``.
+
+Registering a timer or writing a TTL'd entry therefore writes O(1) rows; finding what is
+due pops the front of the index, so expiring k entries costs O(k), never a scan. The
+earliest time of a key group (:func:`earliest`) is what the driver records per key group,
+so it runs exactly the instances with rows or due work.
+
+Below Spark, a :class:`Clock` is explicit: ``KeyState(space, prefix, clock=Clock(...))``
+(or ``KeyState.for_key(space, key, clock)``) gives timers and TTL on any
+:class:`~objectspace.ObjectSpace`, and :func:`expire` / :func:`due_timers` do, for one
+space, what the runner does for each key group it runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSet
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from objectspace.collections import (
+    PersistedDict,
+    PersistedList,
+    PersistedQueue,
+    PersistedSortedSet,
+    PersistedValue,
+)
+from objectspace.errors import ObjectSpaceError
+from objectspace.space import ObjectSpace
+
+if TYPE_CHECKING:
+    from objectspace.operators.state import KeyState
+
+__all__ = [
+    "DUE_ID",
+    "TIME_MODES",
+    "UNCLOCKED",
+    "Clock",
+    "TimeError",
+    "Timers",
+    "due_timers",
+    "earliest",
+    "expire",
+    "fire_timer",
+    "from_ms",
+    "parse_duration",
+    "to_ms",
+]
+
+DUE_ID = "#time/due"
+"""Id of a key group's due index (``#`` never starts a key's id prefix)."""
+UNCLOCKED = -(1 << 62)
+"""Deadlines below ``UNCLOCKED / 2`` belong to TTL'd entries written before the operator
+had a time (event mode, before the first watermark): ``UNCLOCKED + ttl``. They are due as
+soon as there is a time, which re-bases them to ``ttl`` after it."""
+TIME_MODES = (None, "event", "processing")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNITS = {
+    "ms": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
+    "week": 604_800_000,
+    "weeks": 604_800_000,
+}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+
+
+class TimeError(ObjectSpaceError, ValueError):
+    """Raised when a time, duration or time option is not one objectspace understands."""
+
+
+def parse_duration(value: object, what: str = "duration") -> int:
+    """``value`` (a :class:`~datetime.timedelta`, or a string like ``"10 seconds"``,
+    ``"1 hour"``, ``"2 minutes 30 seconds"``) in whole milliseconds, >= 0."""
+    if isinstance(value, timedelta):
+        ms = value // timedelta(milliseconds=1)
+    elif isinstance(value, str):
+        pos = 0
+        total = 0.0
+        text = value.strip()
+        if not text:
+            raise TimeError(f"{what} {value!r} is empty; write e.g. '10 seconds' or '1 hour'")
+        while pos < len(value):
+            match = _DURATION.match(value, pos)
+            unit = match and _UNITS.get(match.group(2).lower())
+            if not match or unit is None:
+                raise TimeError(
+                    f"{what} {value!r} is not a duration: write a number and a unit "
+                    f"({', '.join(sorted({'ms', 'seconds', 'minutes', 'hours', 'days'}))}), "
+                    "e.g. '10 seconds', '1 hour', or a timedelta"
+                )
+            total += float(match.group(1)) * unit
+            pos = match.end()
+        ms = round(total)
+    else:
+        raise TimeError(f"{what} is a timedelta or a str like '10 seconds', not {value!r}")
+    if ms < 0:
+        raise TimeError(f"{what} {value!r} is negative")
+    return int(ms)
+
+
+def to_ms(when: object, what: str = "a time") -> int:
+    """``when`` (a :class:`~datetime.datetime`, naive meaning UTC, or an int of epoch
+    milliseconds) as epoch milliseconds."""
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return (when - _EPOCH) // timedelta(milliseconds=1)
+    if type(when) is int:
+        return when
+    raise TimeError(
+        f"{what} is a datetime (naive meaning UTC) or an int of epoch milliseconds, not {when!r}"
+    )
+
+
+def from_ms(ms: int) -> datetime:
+    """Epoch milliseconds as an aware UTC datetime."""
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The time one batch runs with, fixed for the whole batch.
+
+    ``mode``: ``None``, ``"event"`` or ``"processing"``; ``watermark``: epoch ms or
+    ``None`` (no event time seen yet); ``batch_time``: epoch ms of the batch's processing
+    time. :attr:`now` is the operator's time, used by timers and TTL: the watermark in
+    event mode, the batch time otherwise.
+    """
+
+    mode: str | None = None
+    watermark: int | None = None
+    batch_time: int | None = None
+
+    @property
+    def now(self) -> int | None:
+        return self.watermark if self.mode == "event" else self.batch_time
+
+
+def _due_index(space: ObjectSpace) -> PersistedSortedSet:
+    if DUE_ID in space:
+        return space.get_sorted_set(DUE_ID)
+    return space.create_sorted_set(DUE_ID)
+
+
+def earliest(space: ObjectSpace) -> int | None:
+    """The earliest time anything (a timer, a TTL'd entry) is due in ``space``; ``None``:
+    nothing (below ``UNCLOCKED / 2`` while entries wait for the operator's first time)."""
+    if DUE_ID not in space:
+        return None
+    index = space.get_sorted_set(DUE_ID)
+    return index[0][0] if len(index) else None
+
+
+# -- timers ------------------------------------------------------------------------------------
+
+
+class Timers:
+    """The timers of one key (state namespace): ``state.timers``.
+
+    A timer fires once the operator's time (the watermark in event mode, the batch time in
+    processing mode) reaches it, after the batch's keys with rows were called; its handler
+    is ``on_timer(key, when, state)``.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: KeyState) -> None:
+        self._state = state
+
+    def _own(self, create: bool) -> PersistedSortedSet | None:
+        space = self._state.space
+        object_id = self._state._raw_id("%timers")
+        if object_id in space:
+            return space.get_sorted_set(object_id)
+        return space.create_sorted_set(object_id) if create else None
+
+    def register(self, when: datetime | int) -> None:
+        """Register a timer at ``when`` (a datetime, naive meaning UTC, or int epoch ms);
+        registering one that exists changes nothing. Writes O(1) rows."""
+        ms = to_ms(when, "a timer's time")
+        clock = self._state.clock
+        if clock is not None and clock.mode is None:
+            raise TimeError(
+                f"{self._state!r}: timers need time_mode='event' or 'processing' "
+                "(this operator runs with time_mode=None)"
+            )
+        own = self._own(True)
+        assert own is not None
+        if ms in own:
+            return
+        own.add(ms)
+        state = self._state
+        _due_index(state.space).add((ms, "t", state._prefix, state._key, state._names))
+
+    def delete(self, when: datetime | int) -> None:
+        """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
+        ms = to_ms(when, "a timer's time")
+        own = self._own(False)
+        if own is None or ms not in own:
+            return
+        own.discard(ms)
+        state = self._state
+        entry = (ms, "t", state._prefix, state._key, state._names)
+        space = state.space
+        if DUE_ID in space:
+            space.get_sorted_set(DUE_ID).discard(entry)
+        if not len(own):
+            space.delete(own.id)
+
+    def list(self) -> list[datetime]:
+        """This key's timers, ascending, as aware UTC datetimes."""
+        own = self._own(False)
+        return [] if own is None else [from_ms(ms) for ms in own]
+
+    def __len__(self) -> int:
+        own = self._own(False)
+        return 0 if own is None else len(own)
+
+    def __repr__(self) -> str:
+        return f"<Timers of {self._state!r}: {self.list()}>"
+
+
+def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any, tuple[str, ...]]]:
+    """Pop the timers of ``space`` due at ``now`` (time <= now), in time order (then by
+    key): ``(when_ms, prefix, key, names)`` each, removed from the index and from their
+    key's timers. Timers registered afterwards fire in a later call. O(due timers)."""
+    if now is None or DUE_ID not in space:
+        return []
+    index = space.get_sorted_set(DUE_ID)
+    due: list[tuple[int, str, Any, tuple[str, ...]]] = []
+    taken: list[Any] = []
+    for entry in index.irange(maximum=(now, "t\x7f")):
+        if entry[1] == "t":
+            taken.append(entry)
+    for entry in taken:
+        when, _, prefix, key, names = entry
+        index.discard(entry)
+        own_id = prefix + "%timers"
+        if own_id not in space:
+            continue
+        own = space.get_sorted_set(own_id)
+        if when not in own:
+            continue  # deleted meanwhile (or the key's state was cleared)
+        own.discard(when)
+        if not len(own):
+            space.delete(own_id)
+        due.append((when, prefix, key, tuple(names)))
+    return due
+
+
+def fire_timer(
+    fn: Any,
+    on_timer: Callable[..., Iterable[Mapping[str, Any]]] | None,
+    key: Any,
+    names: tuple[str, ...],
+    when: int,
+    root: KeyState,
+) -> Iterable[Mapping[str, Any]]:
+    """The output of the timer at ``when`` (epoch ms) registered by ``key`` in namespace
+    ``names``: ``on_timer`` when given, else the operator's own (an operator with
+    ``fire_timer``, as ``chain``, routes it; one with an ``on_timer`` attribute gets it)."""
+    if on_timer is not None:
+        return on_timer(key, from_ms(when), root.path(names))
+    router = getattr(fn, "fire_timer", None)
+    if router is not None:
+        return router(key, names, when, root)  # type: ignore[no-any-return]
+    handler = getattr(fn, "on_timer", None)
+    if handler is None:
+        raise ObjectSpaceError(
+            f"a timer of key {key!r} (namespace {'/'.join(names) or '(root)'}) fired at "
+            f"{from_ms(when).isoformat()}, but the function has no on_timer handler: pass "
+            "on_timer= or give the operator an on_timer attribute"
+        )
+    return handler(key, from_ms(when), root.path(names))  # type: ignore[no-any-return]
+
+
+# -- TTL ---------------------------------------------------------------------------------------
+
+
+def expire(space: ObjectSpace, now: int | None) -> int:
+    """Delete every TTL'd entry of ``space`` whose time is <= ``now``; the number deleted.
+    O(expired entries): pops the front of the due index."""
+    if now is None:
+        return 0
+    if DUE_ID not in space:
+        return 0
+    index = space.get_sorted_set(DUE_ID)
+    taken = [e for e in index.irange(maximum=(now, "\x7f")) if e[1] != "t"]
+    expired = 0
+    for entry in taken:
+        index.discard(entry)
+        when, kind, object_id, enc, key = entry
+        times_id = object_id + "%ttl"
+        if object_id not in space or times_id not in space:
+            continue
+        if kind == "e":
+            times = space.get_dict(times_id)
+            if times.get(enc) != when:
+                continue  # rewritten since (a later entry is indexed) or deleted
+            if when < UNCLOCKED // 2:  # written before there was a time: ttl after now
+                times[enc] = when = now + (when - UNCLOCKED)
+                index.add((when, kind, object_id, enc, key))
+                continue
+            del times[enc]
+            obj = space.get(object_id)
+            if isinstance(obj, PersistedValue):
+                space.delete(object_id)
+                space.delete(times_id)
+            elif isinstance(obj, MutableMapping):
+                obj.pop(key, None)
+            else:
+                obj.discard(key)  # type: ignore[attr-defined]
+            expired += 1
+        else:
+            expired += _expire_sequence(space, index, object_id, times_id, now)
+    return expired
+
+
+def _expire_sequence(
+    space: ObjectSpace, index: PersistedSortedSet, object_id: str, times_id: str, now: int
+) -> int:
+    obj = space.get(object_id)
+    times = space.get(times_id)
+    expired = 0
+    if isinstance(obj, PersistedQueue) and isinstance(times, PersistedQueue):
+        if len(times) and times.peek() < UNCLOCKED // 2:
+            rebased = [t + now - UNCLOCKED if t < UNCLOCKED // 2 else t for t in times]
+            times.clear()
+            for t in rebased:
+                times.enqueue(t)
+        while len(times) and times.peek() <= now:
+            times.dequeue()
+            obj.dequeue()
+            expired += 1
+        if len(times):
+            index.add((times.peek(), "q", object_id, b"", None))
+        return expired
+    assert isinstance(obj, PersistedList) and isinstance(times, PersistedList)
+    # Elements appended later expire later: drop the expired front; an element rewritten
+    # in place may have moved its time, so the rest is checked too (O(len) for a list).
+    before = len(times)
+    if any(t < UNCLOCKED // 2 for t in times):
+        for i, t in enumerate(list(times)):
+            if t < UNCLOCKED // 2:
+                times[i] = t + now - UNCLOCKED
+    keep = [i for i, t in enumerate(times) if t > now]
+    if len(keep) != before:
+        if keep == list(range(before - len(keep), before)):
+            del obj[: before - len(keep)]
+            del times[: before - len(keep)]
+        else:
+            values = [obj[i] for i in keep]
+            new_times = [times[i] for i in keep]
+            obj.clear()
+            obj.extend(values)
+            times.clear()
+            times.extend(new_times)
+    if len(times):
+        index.add((min(times), "q", object_id, b"", None))
+    return before - len(keep)
+
+
+def _deadline(clock: Clock | None, ttl: int) -> int:
+    now = None if clock is None else clock.now
+    return UNCLOCKED + ttl if now is None else now + ttl
+
+
+class _Ttl:
+    """What the TTL'd views share: the key state, the collection's id, the ttl (ms)."""
+
+    __slots__ = ("_clock", "_id", "_obj", "_space", "_ttl")
+
+    def __init__(self, state: KeyState, obj: Any, ttl: int) -> None:
+        self._space = state.space
+        self._clock = state.clock
+        self._obj = obj
+        self._id: str = obj.id
+        self._ttl = ttl
+
+    @property
+    def target(self) -> Any:
+        """The persisted collection this view writes through."""
+        return self._obj
+
+    def _times_dict(self) -> PersistedDict:
+        times_id = self._id + "%ttl"
+        space = self._space
+        if times_id in space:
+            return space.get_dict(times_id)
+        return space.create_dict(times_id)
+
+    def _touch(self, key: Any) -> None:
+        """The entry ``key`` was written: it expires ``ttl`` from now."""
+        enc = self._space.serializer.encode_key(key)[0]
+        times = self._times_dict()
+        index = _due_index(self._space)
+        old = times.get(enc)
+        if old is not None:
+            index.discard((old, "e", self._id, enc, key))
+        when = _deadline(self._clock, self._ttl)
+        times[enc] = when
+        index.add((when, "e", self._id, enc, key))
+
+    def _forget(self, key: Any) -> None:
+        """The entry ``key`` was deleted: drop its expiry."""
+        times_id = self._id + "%ttl"
+        space = self._space
+        if times_id not in space:
+            return
+        enc = space.serializer.encode_key(key)[0]
+        times = space.get_dict(times_id)
+        old = times.pop(enc, None)
+        if old is not None and DUE_ID in space:
+            space.get_sorted_set(DUE_ID).discard((old, "e", self._id, enc, key))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._obj, name)
+
+    def __repr__(self) -> str:
+        return f"<ttl {self._ttl} ms: {self._obj!r}>"
+
+
+class TtlValue(_Ttl):
+    """A TTL'd value: ``state.value(name, default, ttl=...)``. Reads give ``default``
+    once the value expired (``ttl`` after its last write)."""
+
+    __slots__ = ("_default", "_state", "_state_name")
+
+    def __init__(self, state: KeyState, name: str, default: Any, ttl: int) -> None:
+        self._state = state
+        self._state_name = name
+        self._default = default
+        self._space = state.space
+        self._clock = state.clock
+        self._id = state._raw_id(_escape_name(name))
+        self._ttl = ttl
+        self._obj = None
+
+    @property
+    def target(self) -> Any:
+        return self._space.get(self._id) if self._id in self._space else None
+
+    @property
+    def value(self) -> Any:
+        if self._id in self._space:
+            return self._space.get_value(self._id).value
+        return self._default
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        if self._id in self._space:
+            self._space.get_value(self._id).value = value
+        else:
+            self._space.create_value(self._id, value)
+        self._touch(None)
+
+    def clear(self) -> None:
+        """Delete the value now (reads give ``default`` again)."""
+        if self._id in self._space:
+            self._forget(None)
+            self._space.delete(self._id)
+            times_id = self._id + "%ttl"
+            if times_id in self._space:
+                self._space.delete(times_id)
+
+
+def _escape_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a state name is a non-empty str, not {name!r}")
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+class TtlDict(_Ttl, MutableMapping[Any, Any]):
+    """A TTL'd dict or sorted dict: each entry expires ``ttl`` after its last write."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._obj[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._obj[key] = value
+        self._touch(key)
+
+    def __delitem__(self, key: Any) -> None:
+        del self._obj[key]
+        self._forget(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._obj)
+
+    def __len__(self) -> int:
+        return len(self._obj)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._obj
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._obj.get(key, default)
+
+
+class TtlSet(_Ttl, MutableSet[Any]):
+    """A TTL'd set or sorted set: each element expires ``ttl`` after it was last added."""
+
+    __slots__ = ()
+
+    def add(self, value: Any) -> None:
+        self._obj.add(value)
+        self._touch(value)
+
+    def discard(self, value: Any) -> None:
+        if value in self._obj:
+            self._obj.discard(value)
+            self._forget(value)
+
+    def update(self, values: Iterable[Any]) -> None:
+        for value in values:
+            self.add(value)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._obj
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._obj)
+
+    def __len__(self) -> int:
+        return len(self._obj)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._obj[index]
+
+
+class _TtlSequence(_Ttl):
+    __slots__ = ()
+
+    def _times(self, kind: type[Any]) -> Any:
+        times_id = self._id + "%ttl"
+        space = self._space
+        if times_id in space:
+            return space.get(times_id)
+        return (
+            space.create_queue(times_id) if kind is PersistedQueue else space.create_list(times_id)
+        )
+
+    def _index_front(self, when: int) -> None:
+        _due_index(self._space).add((when, "q", self._id, b"", None))
+
+    def __len__(self) -> int:
+        return len(self._obj)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._obj)
+
+    def __bool__(self) -> bool:
+        return len(self._obj) > 0
+
+
+class TtlQueue(_TtlSequence):
+    """A TTL'd queue: each element expires ``ttl`` after it was enqueued, from the front."""
+
+    __slots__ = ()
+
+    def enqueue(self, value: Any) -> None:
+        times = self._times(PersistedQueue)
+        when = _deadline(self._clock, self._ttl)
+        if not len(times):
+            self._index_front(when)
+        self._obj.enqueue(value)
+        times.enqueue(when)
+
+    def dequeue(self) -> Any:
+        value = self._obj.dequeue()
+        times = self._times(PersistedQueue)
+        old = times.dequeue()
+        index = _due_index(self._space)
+        index.discard((old, "q", self._id, b"", None))
+        if len(times):
+            self._index_front(times.peek())
+        return value
+
+    def peek(self) -> Any:
+        return self._obj.peek()
+
+    def clear(self) -> None:
+        while len(self._obj):
+            self.dequeue()
+
+
+class TtlList(_TtlSequence):
+    """A TTL'd list: each element expires ``ttl`` after it was last written. Appending and
+    expiring from the front cost O(1) per element; an element rewritten in place makes the
+    list's next expiry check O(len)."""
+
+    __slots__ = ()
+
+    def _reindex(self, times: PersistedList, old_min: int | None) -> None:
+        index = _due_index(self._space)
+        if old_min is not None:
+            index.discard((old_min, "q", self._id, b"", None))
+        if len(times):
+            self._index_front(min(times) if old_min is None or times[0] != old_min else times[0])
+
+    def append(self, value: Any) -> None:
+        times = self._times(PersistedList)
+        when = _deadline(self._clock, self._ttl)
+        if not len(times):
+            self._index_front(when)
+        self._obj.append(value)
+        times.append(when)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        for value in values:
+            self.append(value)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._obj[index]
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        self._obj[index] = value
+        times = self._times(PersistedList)
+        times[index] = _deadline(self._clock, self._ttl)
+
+    def insert(self, index: int, value: Any) -> None:
+        times = self._times(PersistedList)
+        when = _deadline(self._clock, self._ttl)
+        if not len(times):
+            self._index_front(when)
+        self._obj.insert(index, value)
+        times.insert(index, when)
+
+    def pop(self, index: int = -1) -> Any:
+        value = self._obj.pop(index)
+        self._times(PersistedList).pop(index)
+        return value
+
+    def __delitem__(self, index: Any) -> None:
+        del self._obj[index]
+        del self._times(PersistedList)[index]
+
+    def clear(self) -> None:
+        self._obj.clear()
+        self._times(PersistedList).clear()

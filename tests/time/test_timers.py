@@ -1,0 +1,372 @@
+"""Timers, watermarks and batch time (issue 12) in ``simulate``, against plain Python
+references over random keyed inputs with event times: out of order within the delay,
+late rows, quiet keys, rescales, replays and failed first attempts."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from objectspace import operators as ops
+from objectspace.operators import Clock, KeyState, TimeError
+from objectspace.operators.timing import DUE_ID, due_timers, earliest, parse_duration
+from objectspace.space import ObjectSpace
+from objectspace.testing import simulate
+
+GAP = 7
+DELAY = 5
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ms(when: datetime) -> int:
+    return (when - EPOCH) // timedelta(milliseconds=1)
+
+
+def sessions(key: Any, rows: list[dict[str, Any]], state: KeyState) -> list[dict[str, Any]]:
+    """Counts a key's rows; one timer GAP after its last row (the previous one deleted)."""
+    count = state.value("n", 0)
+    last = state.value("last")
+    for row in rows:
+        if last.value is not None:
+            state.timers.delete(last.value + GAP)
+        count.value += 1
+        last.value = max(row["ts"], last.value or row["ts"])
+        state.timers.register(last.value + GAP)
+    return []
+
+
+def on_timer(key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
+    count = state.value("n", 0)
+    out = [{"k": key, "when": ms(when), "n": count.value}]
+    state.delete("n")
+    state.delete("last")
+    return out
+
+
+def reference(batches: list[list[dict[str, Any]]], delay: int) -> tuple[list[Counter[Any]], int]:
+    """The same in plain Python: per batch the output multiset; and the late rows."""
+    max_event: int | None = None
+    counts: dict[Any, int] = {}
+    last: dict[Any, int] = {}
+    timers: dict[Any, set[int]] = {}
+    outputs = []
+    late = 0
+    for rows in batches:
+        watermark = None if max_event is None else max_event - delay
+        for row in rows:
+            max_event = row["ts"] if max_event is None else max(max_event, row["ts"])
+        by_key: dict[Any, list[dict[str, Any]]] = {}
+        for row in rows:
+            if watermark is not None and row["ts"] < watermark:
+                late += 1
+                continue
+            by_key.setdefault(row["k"], []).append(row)
+        for key, key_rows in by_key.items():
+            for row in sorted(key_rows, key=lambda r: (r["ts"], r["i"])):
+                if key in last:
+                    timers[key].discard(last[key] + GAP)
+                counts[key] = counts.get(key, 0) + 1
+                last[key] = max(row["ts"], last.get(key, row["ts"]))
+                timers.setdefault(key, set()).add(last[key] + GAP)
+        out: Counter[Any] = Counter()
+        if watermark is not None:
+            for key in list(timers):
+                for when in sorted(t for t in timers[key] if t <= watermark):
+                    timers[key].discard(when)
+                    out[(key, when, counts.pop(key, 0))] += 1
+                    last.pop(key, None)
+        outputs.append(out)
+    return outputs, late
+
+
+def random_batches(seed: int, n_batches: int = 8, keys: int = 12) -> list[list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    batches = []
+    clock = 0
+    i = 0
+    for _ in range(n_batches):
+        rows = []
+        for _ in range(rng.randint(0, 10)):
+            # mostly in order, some out of order within the delay, a few late
+            ts = clock + rng.randint(-DELAY, 3) if rng.random() > 0.1 else clock - 3 * DELAY
+            rows.append({"k": rng.randrange(keys), "ts": max(ts, 0), "i": i})
+            i += 1
+        batches.append(rows)
+        clock += rng.randint(0, 6)
+    batches.append([])  # a batch with no rows fires what is due
+    batches.append([{"k": "far", "ts": clock + 1000, "i": i}])
+    batches.append([])
+    return batches
+
+
+def as_counter(rows: list[dict[str, Any]]) -> Counter[Any]:
+    return Counter((r["k"], r["when"], r["n"]) for r in rows)
+
+
+RUNS: list[dict[str, Any]] = [
+    {"parallelism": 1},
+    {"parallelism": 3},
+    {"parallelism": 8},
+    {"parallelism": {0: 3, 4: 8}},  # a restart at another parallelism
+    {"parallelism": 3, "replay": (2, 5)},  # failed first attempts, then committed
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_event_timers_match_the_reference_across_parallelism_restart_and_replay(seed: int):
+    batches = random_batches(seed)
+    expected, late = reference(batches, DELAY)
+    for run in RUNS:
+        sim = simulate(
+            sessions,
+            batches,
+            key="k",
+            order_by=("ts", "i"),
+            time_mode="event",
+            event_time="ts",
+            watermark_delay=timedelta(milliseconds=DELAY),
+            on_timer=on_timer,
+            **run,
+        )
+        got = [as_counter(out) for out in sim.outputs]
+        assert got == expected, run
+        assert sum(s.rows_late for s in sim.stats) == late, run
+        assert sum(s.timers_fired for s in sim.stats) == sum(sum(c.values()) for c in expected)
+        for i in run.get("replay", ()):
+            assert as_counter(sim.first_attempts[i]) == expected[i]
+
+
+def test_a_committed_batch_replayed_fires_the_same_timers_with_the_same_times():
+    batches = random_batches(11)
+    url = "memory://timers-replay-committed"
+    first = simulate(
+        sessions,
+        batches,
+        key="k",
+        order_by=("ts", "i"),
+        time_mode="processing",
+        on_timer=on_timer,
+        storage=url,
+        batch_times=[1000 * i for i in range(len(batches))],
+        retain=None,
+    )
+    # Run the last two batches again: the store holds them, so they replay; the batch times
+    # given now are ignored for them (the recorded ones stand).
+    again = simulate(
+        sessions,
+        batches,
+        key="k",
+        order_by=("ts", "i"),
+        time_mode="processing",
+        on_timer=on_timer,
+        storage=first.storage,
+        batch_times=[5 + 1000 * i for i in range(len(batches))],
+        retain=None,
+    )
+    assert [s.replay for s in again.stats] == [True] * len(batches)
+    assert [as_counter(o) for o in again.outputs] == [as_counter(o) for o in first.outputs]
+    assert [s.batch_time for s in again.stats] == [s.batch_time for s in first.stats]
+
+
+def test_timers_of_keys_without_rows_fire_and_instances_without_rows_run():
+    def fn(key, rows, state):
+        for row in rows:
+            state.timers.register(row["ts"] + 100)
+        return []
+
+    def handler(key, when, state):
+        yield {"k": key, "when": ms(when)}
+
+    batches = [
+        [{"k": k, "ts": 10} for k in range(20)],
+        [{"k": "x", "ts": 50}],
+        [],
+        [{"k": "y", "ts": 500}],
+        [],
+    ]
+    for p in (1, 8):
+        sim = simulate(
+            fn,
+            batches,
+            key="k",
+            order_by="ts",
+            time_mode="event",
+            event_time="ts",
+            on_timer=handler,
+            parallelism=p,
+        )
+        assert [len(o) for o in sim.outputs] == [0, 0, 0, 0, 21]
+        assert sorted(r["when"] for r in sim.outputs[4]) == [110] * 20 + [150]
+        # batch 4 has no rows: every instance with a due key group ran
+        assert sim.stats[4].rows_in == 0 and sim.stats[4].timers_fired == 21
+        assert sim.stats[4].instances == (
+            1
+            if p == 1
+            else len({sim.operator.key_groups.instance_of_key(k, p) for k in [*range(20), "x"]})
+        )
+
+
+def test_a_timer_registered_and_deleted_in_one_batch_never_fires():
+    def fn(key, rows, state):
+        for row in rows:
+            state.timers.register(row["ts"])
+            state.timers.register(row["ts"] + 1)
+            state.timers.delete(row["ts"])
+            state.timers.delete(12345)  # a timer that does not exist: a no-op
+        assert [ms(t) for t in state.timers.list()] == sorted(r["ts"] + 1 for r in rows)
+        return []
+
+    def handler(key, when, state):
+        yield {"k": key, "when": ms(when)}
+
+    batches = [[{"k": 1, "ts": 5}, {"k": 2, "ts": 9}], [{"k": 3, "ts": 100}], []]
+    sim = simulate(
+        fn, batches, key="k", order_by="ts", time_mode="event", event_time="ts", on_timer=handler
+    )
+    # watermark 9 in batch 1, 100 in batch 2; the timers at 5 and 9 never fire
+    assert [(r["k"], r["when"]) for r in sim.outputs[1]] == [(1, 6)]
+    assert [(r["k"], r["when"]) for r in sim.outputs[2]] == [(2, 10)]
+    assert sum(s.timers_fired for s in sim.stats) == 2
+
+
+def test_processing_time_timers_fire_at_their_batch_time_and_list_is_ascending_utc():
+    seen = {}
+
+    def fn(key, rows, state):
+        seen[key] = (state.batch_time, state.watermark)
+        state.timers.register(datetime(1970, 1, 1, 0, 0, 3))  # naive: UTC
+        state.timers.register(1000)
+        assert state.timers.list() == [EPOCH + timedelta(seconds=1), EPOCH + timedelta(seconds=3)]
+        return []
+
+    def handler(key, when, state):
+        assert when.tzinfo is UTC
+        yield {"k": key, "when": ms(when), "at": ms(state.batch_time)}
+
+    sim = simulate(
+        fn,
+        [[{"k": 1, "ts": 0}], [], []],
+        key="k",
+        order_by="ts",
+        time_mode="processing",
+        on_timer=handler,
+        batch_times=[0, 1500, 4000],
+    )
+    assert seen[1] == (EPOCH, None)
+    assert sim.outputs == [
+        [],
+        [{"k": 1, "when": 1000, "at": 1500}],
+        [{"k": 1, "when": 3000, "at": 4000}],
+    ]
+
+
+def test_chain_routes_each_timer_to_the_operator_that_registered_it():
+    class Delay:
+        """Holds each row until the watermark passes its ts, then emits it."""
+
+        def __call__(self, key, rows, state):
+            held = state.dict("held")
+            for row in rows:
+                held[row["ts"]] = row["v"]
+                state.timers.register(row["ts"])
+            return []
+
+        def on_timer(self, key, when, state):
+            held = state.dict("held")
+            yield {"ts": ms(when), "v": held.pop(ms(when))}
+
+    op = ops.chain(ops.take(100), Delay(), ops.scan("sum", value="v"))
+    batches = [
+        [{"k": 1, "ts": 1, "v": 1.0}, {"k": 1, "ts": 2, "v": 2.0}],
+        [{"k": 1, "ts": 10, "v": 5.0}],
+        [],
+    ]
+    sim = simulate(op, batches, key="k", order_by="ts", time_mode="event", event_time="ts")
+    assert sim.outputs[0] == []
+    assert [r["sum"] for r in sim.outputs[1]] == [1.0, 3.0]  # fired in time order, then scanned
+    assert [r["sum"] for r in sim.outputs[2]] == [8.0]
+
+
+def test_late_rows_are_kept_with_late_rows_keep():
+    def fn(key, rows, state):
+        yield {"k": key, "n": len(rows)}
+
+    batches = [[{"k": 1, "ts": 100}], [{"k": 1, "ts": 1}, {"k": 1, "ts": 99}]]
+    drop = simulate(fn, batches, key="k", order_by="ts", time_mode="event", event_time="ts")
+    keep = simulate(
+        fn, batches, key="k", order_by="ts", time_mode="event", event_time="ts", late_rows="keep"
+    )
+    assert drop.outputs[1] == [{"k": 1, "n": 0}] or drop.outputs[1] == []
+    assert drop.stats[1].rows_late == 2 and drop.stats[1].watermark == 100
+    assert keep.outputs[1] == [{"k": 1, "n": 2}] and keep.stats[1].rows_late == 0
+
+
+def test_event_time_may_be_a_datetime_column():
+    def fn(key, rows, state):
+        for row in rows:
+            state.timers.register(row["ts"] + timedelta(seconds=1))
+        return []
+
+    def handler(key, when, state):
+        yield {"k": key, "when": when}
+
+    t0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    batches = [[{"k": "a", "ts": t0}], [{"k": "b", "ts": t0 + timedelta(seconds=5)}], []]
+    sim = simulate(
+        fn, batches, key="k", order_by="ts", time_mode="event", event_time="ts", on_timer=handler
+    )
+    assert sim.outputs[2] == [{"k": "a", "when": t0 + timedelta(seconds=1)}]
+
+
+def test_time_options_are_checked():
+    fn = sessions
+    with pytest.raises(TimeError, match="event_time"):
+        simulate(fn, [], key="k", order_by="ts", time_mode="event")
+    with pytest.raises(TimeError, match="time_mode"):
+        simulate(fn, [], key="k", order_by="ts", time_mode="wall")
+    with pytest.raises(TimeError, match="'ten seconds'"):
+        simulate(
+            fn,
+            [],
+            key="k",
+            order_by="ts",
+            time_mode="event",
+            event_time="ts",
+            watermark_delay="ten seconds",
+        )
+    with pytest.raises(TimeError, match="late_rows"):
+        simulate(fn, [], key="k", order_by="ts", late_rows="skip")
+    with pytest.raises(TimeError, match="time_mode"):
+        simulate(sessions, [[{"k": 1, "ts": 1}]], key="k", order_by="ts")
+
+
+def test_parse_duration():
+    assert parse_duration("10 seconds") == 10_000
+    assert parse_duration("1 hour") == 3_600_000
+    assert parse_duration("2 minutes") == 120_000
+    assert parse_duration("1h 30 min") == 5_400_000
+    assert parse_duration(timedelta(days=1)) == 86_400_000
+    for bad in ("", "ten seconds", "10 parsecs", "10", 10):
+        with pytest.raises(
+            TimeError, match=None if not isinstance(bad, str) or not bad else repr(bad)
+        ):
+            parse_duration(bad, "ttl")
+
+
+def test_timers_below_spark_on_a_space_with_an_explicit_clock():
+    space = ObjectSpace()
+    state = KeyState.for_key(space, "u1", Clock("event", watermark=0))
+    state.namespace("op").timers.register(50)
+    state.timers.register(20)
+    KeyState.for_key(space, "u2", Clock("event", watermark=0)).timers.register(30)
+    assert earliest(space) == 20
+    assert due_timers(space, 25) == [(20, state._prefix, "u1", ())]
+    assert [(w, k, n) for w, _, k, n in due_timers(space, 100)] == [
+        (30, "u2", ()),
+        (50, "u1", ("op",)),
+    ]
+    assert earliest(space) is None and len(space.get_sorted_set(DUE_ID)) == 0

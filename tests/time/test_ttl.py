@@ -1,0 +1,247 @@
+"""TTL on KeyState collections (issue 12) in ``simulate``, against a plain Python
+reference: entries vanish from reads exactly when the operator's time passes their
+expiry, and from storage in that batch's checkpoint, across parallelism, restarts and
+replays."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from objectspace.operators import Clock, KeyState
+from objectspace.operators.timing import DUE_ID, earliest, expire
+from objectspace.space import ObjectSpace
+from objectspace.testing import simulate
+
+TTL = 6
+DELAY = 2
+
+
+def fn(key: Any, rows: list[dict[str, Any]], state: KeyState) -> list[dict[str, Any]]:
+    ttl = timedelta(milliseconds=TTL)
+    d = state.dict("d", ttl=ttl)
+    sd = state.sorted_dict("sd", ttl=ttl)
+    s = state.set("s", ttl=ttl)
+    ss = state.sorted_set("ss", ttl=ttl)
+    q = state.queue("q", ttl=ttl)
+    lst = state.list("l", ttl=ttl)
+    v = state.value("v", "none", ttl=ttl)
+    out = [{"k": key, **view(d, sd, s, ss, q, lst, v)}]
+    for row in rows:
+        d[row["item"]] = row["i"]
+        sd[row["item"]] = row["i"]
+        s.add(row["item"])
+        ss.add(row["item"])
+        q.enqueue(row["i"])
+        lst.append(row["i"])
+        v.value = row["i"]
+    return out
+
+
+def view(d: Any, sd: Any, s: Any, ss: Any, q: Any, lst: Any, v: Any) -> dict[str, Any]:
+    return {
+        "d": sorted(d.items()),
+        "sd": list(sd.items()),
+        "s": sorted(s),
+        "ss": list(ss),
+        "q": list(q),
+        "l": list(lst),
+        "v": v.value,
+    }
+
+
+class Reference:
+    """One key's TTL'd state in plain Python: value and expiry (None: written before the
+    operator had a time, so it expires TTL after the first one)."""
+
+    def __init__(self) -> None:
+        self.d: dict[Any, tuple[Any, int | None]] = {}
+        self.s: dict[Any, int | None] = {}
+        self.q: list[tuple[Any, int | None]] = []
+        self.v: tuple[Any, int | None] | None = None
+
+    def advance(self, now: int | None) -> None:
+        if now is None:
+            return
+
+        def due(t: int | None) -> int:
+            return now + TTL if t is None else t
+
+        self.d = {k: (x, due(t)) for k, (x, t) in self.d.items() if due(t) > now}
+        self.s = {k: due(t) for k, t in self.s.items() if due(t) > now}
+        self.q = [(x, due(t)) for x, t in self.q if due(t) > now]
+        if self.v is not None:
+            self.v = (self.v[0], due(self.v[1])) if due(self.v[1]) > now else None
+
+    def view(self) -> dict[str, Any]:
+        items = sorted((k, x) for k, (x, _) in self.d.items())
+        return {
+            "d": items,
+            "sd": items,
+            "s": sorted(self.s),
+            "ss": sorted(self.s),
+            "q": [x for x, _ in self.q],
+            "l": [x for x, _ in self.q],
+            "v": "none" if self.v is None else self.v[0],
+        }
+
+    def write(self, row: dict[str, Any], now: int | None) -> None:
+        when = None if now is None else now + TTL
+        self.d[row["item"]] = (row["i"], when)
+        self.s[row["item"]] = when
+        self.q.append((row["i"], when))
+        self.v = (row["i"], when)
+
+
+def reference(batches: list[list[dict[str, Any]]], mode: str, times: list[int]):
+    keys: dict[Any, Reference] = {}
+    max_event = None
+    outputs, states = [], []
+    for b, rows in enumerate(batches):
+        if mode == "event":
+            now = None if max_event is None else max_event - DELAY
+            for row in rows:
+                max_event = row["ts"] if max_event is None else max(max_event, row["ts"])
+            rows = [r for r in rows if now is None or r["ts"] >= now]
+        else:
+            now = times[b]
+        for ref in keys.values():
+            ref.advance(now)
+        by_key: dict[Any, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_key.setdefault(row["k"], []).append(row)
+        out = []
+        for key, key_rows in by_key.items():
+            ref = keys.setdefault(key, Reference())
+            out.append({"k": key, **ref.view()})
+            for row in sorted(key_rows, key=lambda r: (r["ts"], r["i"])):
+                ref.write(row, now)
+        outputs.append(sorted(out, key=repr))
+        states.append({k: r.view() for k, r in keys.items()})
+    return outputs, states
+
+
+def random_batches(seed: int) -> list[list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    batches, clock, i = [], 0, 0
+    for _ in range(12):
+        rows = []
+        for _ in range(rng.randint(0, 6)):
+            ts = max(0, clock + rng.randint(-DELAY - 2, 2))
+            rows.append({"k": rng.randrange(6), "ts": ts, "i": i, "item": rng.randrange(4)})
+            i += 1
+        batches.append(rows)
+        clock += rng.randint(0, 4)
+    batches.append([])
+    batches.append([{"k": "end", "ts": clock + 100, "i": i, "item": 0}])
+    batches.append([])
+    return batches
+
+
+def stored(sim: Any, checkpoint: int, key: Any) -> dict[str, Any]:
+    """The key's state as committed in ``checkpoint``, read raw from storage."""
+    space = sim.operator.instance(0, 1, checkpoint=checkpoint).space_for_key(key)
+    state = KeyState.for_key(space, key)
+    names = ("d", "sd", "s", "ss", "q", "l", "v")
+    if not any(n in state for n in names):
+        return Reference().view()
+    return view(*(state.value(n, "none") if n == "v" else _get(state, n) for n in names))
+
+
+def _get(state: KeyState, name: str) -> Any:
+    getter = {
+        "d": state.dict,
+        "sd": state.sorted_dict,
+        "s": state.set,
+        "ss": state.sorted_set,
+        "q": state.queue,
+        "l": state.list,
+    }[name]
+    return getter(name)
+
+
+RUNS: list[dict[str, Any]] = [
+    {"parallelism": 1},
+    {"parallelism": 3},
+    {"parallelism": 8},
+    {"parallelism": {0: 8, 6: 3}},
+    {"parallelism": 3, "replay": (1, 7)},
+]
+
+
+@pytest.mark.parametrize("mode", ["event", "processing"])
+@pytest.mark.parametrize("seed", range(3))
+def test_ttl_entries_vanish_from_reads_and_storage_exactly_when_their_time_passes(mode, seed):
+    batches = random_batches(seed)
+    times = [3 * b for b in range(len(batches))]
+    expected, states = reference(batches, mode, times)
+    options: dict[str, Any] = (
+        {"time_mode": "event", "event_time": "ts", "watermark_delay": f"{DELAY} ms"}
+        if mode == "event"
+        else {"time_mode": "processing", "batch_times": times}
+    )
+    for run in RUNS:
+        sim = simulate(fn, batches, key="k", order_by=("ts", "i"), retain=None, **options, **run)
+        assert [sorted(o, key=repr) for o in sim.outputs] == expected, run
+        for b in range(len(batches)):
+            for key, state in states[b].items():
+                assert stored(sim, b, key) == state, (run, b, key)
+        # every TTL record goes with its entry: nothing is left but the last key's
+        total = sum(s.entries_expired for s in sim.stats)
+        assert total > 0
+
+
+def test_ttl_in_time_mode_none_counts_in_batch_time():
+    def count(key, rows, state):
+        seen = state.set("seen", ttl="10 seconds")
+        yield {"k": key, "seen": sorted(seen)}
+        for row in rows:
+            seen.add(row["v"])
+
+    batches = [[{"k": 1, "v": 1}], [{"k": 1, "v": 2}], [{"k": 1, "v": 3}], []]
+    sim = simulate(
+        count, batches, key="k", order_by="v", batch_times=[0, 5000, 12000, 20000], retain=None
+    )
+    assert [o[0]["seen"] if o else None for o in sim.outputs] == [[], [1], [2], None]
+    # the expired entry is gone from storage in the checkpoint of the batch it expired in
+    assert list(sim.operator.instance(0, 1, checkpoint=2).space_for_key(1).get_set("1/seen")) == [
+        2,
+        3,
+    ]
+    assert list(sim.operator.instance(0, 1, checkpoint=3).space_for_key(1).get_set("1/seen")) == [3]
+    assert [s.entries_expired for s in sim.stats] == [0, 0, 1, 1]
+
+
+def test_ttl_below_spark_with_an_explicit_clock():
+    space = ObjectSpace()
+    state = KeyState.for_key(space, "u", Clock("processing", batch_time=1000))
+    d = state.dict("d", ttl="1 second")
+    for i in range(5):
+        d[i] = i
+    KeyState.for_key(space, "u", Clock("processing", batch_time=1500)).dict("d", ttl="1 second")[
+        0
+    ] = 9
+    assert earliest(space) == 2000
+    assert expire(space, 1999) == 0
+    assert expire(space, 2000) == 4
+    assert dict(space.get_dict("'u'/d")) == {0: 9}
+    assert expire(space, 2500) == 1 and len(space.get_sorted_set(DUE_ID)) == 0
+    assert len(space.get_dict("'u'/d")) == 0
+
+
+def test_ttl_writes_are_o1_rows():
+    """Rewriting one entry of a large TTL'd dict writes a constant number of rows."""
+
+    def write(key, rows, state):
+        d = state.dict("d", ttl="1 hour")
+        for row in rows:
+            for j in range(row["n"]):
+                d[j] = row["b"]
+        return []
+
+    batches = [[{"k": 1, "n": 2000, "b": 0}], [{"k": 1, "n": 1, "b": 1}]]
+    sim = simulate(write, batches, key="k", order_by="n", batch_times=[0, 1000])
+    assert sim.stats[1].rows_written < 12
