@@ -332,7 +332,7 @@ class Bench:
                 {"catalog": f"sqlite:///{db}"}
             )
         runner = StatefulRunner(
-            ops.session_window("2 minutes", value="v", aggs=("count", "sum")),
+            ops.session_window("2 minutes", value="v", aggs=("count", "sum"), time="tsm"),
             key="user",
             order_by="tsm",
             output_schema=OUTPUT_DDL,

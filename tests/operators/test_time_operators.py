@@ -264,7 +264,7 @@ def test_session_window_matches_the_reference(seed: int, gap_s: int) -> None:
     aggs = ("count", "sum", "min", "max", "mean")
     batches = event_batches(seed)
     expected = ref_sessions(batches, DELAY, gap_s * SEC, aggs)
-    op = ops.session_window(timedelta(seconds=gap_s), aggs=aggs)
+    op = ops.session_window(timedelta(seconds=gap_s), aggs=aggs, time="ts")
     for got in run(op, batches, window_shape(aggs), **EVENT):
         assert got == expected
     assert sum(map(len, expected)) > 5
@@ -279,9 +279,9 @@ def test_tumbling_and_sliding_windows_match_the_reference(
     batches = event_batches(seed)
     expected = ref_windows(batches, DELAY, size_s * SEC, slide_s * SEC, aggs)
     if size_s == slide_s:
-        op = ops.tumbling_window(f"{size_s} seconds", aggs=aggs)
+        op = ops.tumbling_window(f"{size_s} seconds", aggs=aggs, time="ts")
     else:
-        op = ops.sliding_window(f"{size_s} seconds", f"{slide_s} seconds", aggs=aggs)
+        op = ops.sliding_window(f"{size_s} seconds", f"{slide_s} seconds", aggs=aggs, time="ts")
     for got in run(op, batches, window_shape(aggs), **EVENT):
         assert got == expected
     assert sum(map(len, expected)) > 5
@@ -291,7 +291,7 @@ def test_tumbling_and_sliding_windows_match_the_reference(
 def test_dedup_in_event_time_matches_the_reference(seed: int) -> None:
     batches = event_batches(seed)
     expected = ref_dedup_event(batches, DELAY, 8 * SEC, "x")
-    for got in run(ops.dedup("8 seconds", by="x"), batches, seq_shape, **EVENT):
+    for got in run(ops.dedup("8 seconds", by="x", time="ts"), batches, seq_shape, **EVENT):
         assert got == expected
 
 
@@ -309,7 +309,7 @@ def test_dedup_of_whole_rows_matches_the_reference(seed: int) -> None:
     ]
     for conf in RUNS:
         sim = simulate(
-            ops.dedup("8 seconds"),
+            ops.dedup("8 seconds", time="ts"),
             batches,
             key="k",
             order_by="ts",
@@ -368,7 +368,7 @@ def test_expire_after_restarts_a_quiet_key(seed: int) -> None:
     batches = event_batches(seed)
     ttl = 12 * SEC
     expected = ref_expire_count(batches, DELAY, ttl)
-    op = ops.expire_after("12 seconds", ops.aggregate("count"))
+    op = ops.expire_after("12 seconds", ops.aggregate("count"), time="ts")
     for got in run(op, batches, lambda r: (r["k"], r["count"]), **EVENT):
         assert got == expected
 
@@ -376,11 +376,12 @@ def test_expire_after_restarts_a_quiet_key(seed: int) -> None:
 def test_state_is_gone_once_every_window_closed() -> None:
     batches = event_batches(4)
     for op in (
-        ops.session_window("4 seconds"),
-        ops.tumbling_window("10 seconds"),
-        ops.sliding_window("10 seconds", "5 seconds"),
-        ops.dedup("3 seconds", by="x"),
-        ops.expire_after("5 seconds", ops.take(2)),
+        ops.session_window("4 seconds", time="ts"),
+        ops.tumbling_window("10 seconds", time="ts"),
+        ops.sliding_window("10 seconds", "5 seconds", time="ts"),
+        ops.dedup("3 seconds", by="x", time="ts"),
+        ops.expire_after("5 seconds", ops.take(2), time="ts"),
+        ops.expire_after("5 seconds", ops.session_window("3 seconds", time="ts"), time="ts"),
     ):
         sim = simulate(
             op,
@@ -406,7 +407,7 @@ def test_session_window_gap_boundary_is_inclusive_and_merges_out_of_order() -> N
         [],
     ]
     sim = simulate(
-        ops.session_window("10 seconds"),
+        ops.session_window("10 seconds", time="ts"),
         rows,
         key="k",
         order_by=("ts", "seq"),
@@ -427,7 +428,7 @@ def test_windows_align_to_the_epoch_like_spark() -> None:
         [],
     ]
     sim = simulate(
-        ops.sliding_window("10 minutes", "5 minutes"),
+        ops.sliding_window("10 minutes", "5 minutes", time="ts"),
         rows,
         key="k",
         order_by=("ts", "seq"),

@@ -33,7 +33,7 @@ PAGES = ("home", "search", "item", "cart", "checkout", "help")
 OUTPUT_SCHEMA = "user long, what string, start timestamp, end timestamp, clicks long, page string"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
-_sessions = ops.session_window("2 minutes", value="v", aggs=("count",))
+_sessions = ops.session_window("2 minutes", value="v", aggs=("count",), time="ts")
 _new_pages = ops.distinct(by="page", ttl="3 minutes")
 
 
@@ -45,8 +45,8 @@ def pipeline(key: Any, rows: list[dict[str, Any]], state: KeyState) -> Iterable[
 
 
 def on_timer(key: Any, when: datetime, state: KeyState) -> Iterable[Mapping[str, Any]]:
-    """The sessions' timers: a session closed."""
-    for row in _sessions.on_timer(key, when, state.namespace("sessions")):  # type: ignore[attr-defined]
+    """The sessions' timers (``state`` is the namespace that registered them)."""
+    for row in _sessions.on_timer(key, when, state):  # type: ignore[attr-defined]
         yield {"what": "session", "start": row["start"], "end": row["end"], "clicks": row["count"]}
 
 

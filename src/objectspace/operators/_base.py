@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import TimeError, parse_duration, to_ms
 
 __all__ = ["AGGREGATES", "KeyedOperator", "Row"]
 
@@ -76,73 +75,53 @@ _UNITS_MS = {
     "day": 86_400_000,
     "week": 604_800_000,
 }
-_DURATION = re.compile(r"\s*(\d+)\s*([a-z]+?)s?\s*", re.IGNORECASE)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _check_duration(op: str, name: str, value: object) -> int:
     """A positive duration (``timedelta`` or a string like ``"2 minutes"``) in milliseconds."""
-    ms: int | None = None
-    if isinstance(value, timedelta):
-        ms = (value.days * 86_400 + value.seconds) * 1000 + value.microseconds // 1000
-    elif isinstance(value, str):
-        match = _DURATION.fullmatch(value)
-        unit = match and _UNITS_MS.get(match.group(2).lower())
-        if match and unit:
-            ms = int(match.group(1)) * unit
-    if ms is None or ms <= 0:
-        raise ValueError(
-            f"{op}: {name} must be a positive timedelta or a string like '2 minutes' "
-            f"(units: {', '.join(_UNITS_MS)}), got {value!r}"
-        )
+    ms = parse_duration(value, f"{op}: {name}")
+    if ms <= 0:
+        raise TimeError(f"{op}: {name} must be a positive duration, got {value!r}")
     return ms
 
 
-def _to_millis(value: Any) -> int:
-    """An event time (``datetime``, naive = UTC, or int epoch milliseconds) in epoch ms."""
-    if type(value) is int:
-        return int(value)
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        delta = value - _EPOCH
-        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-    raise TypeError(f"an event time is a datetime or int epoch milliseconds, not {value!r}")
-
-
-def _row_millis(op: _Operator, state: KeyState, row: Row) -> int:
-    """The time of ``row`` in epoch ms: its event time in event mode, else the batch time."""
-    column = state.event_time_column
-    if column is None:
-        return _to_millis(state.batch_time)
-    try:
-        return _to_millis(row[column])
-    except KeyError:
-        raise KeyError(f"{op!r}: input row has no event-time column {column!r}: {row!r}") from None
-    except TypeError as exc:
-        raise TypeError(f"{op!r}: {exc} (column {column!r} of row {row!r})") from exc
-
-
-def _now_millis(state: KeyState) -> int | None:
-    """The operator's time in epoch ms: the watermark in event mode (``None`` before the
-    first batch), the batch time otherwise."""
-    if state.event_time_column is not None:
-        wm = state.watermark
-        return None if wm is None else _to_millis(wm)
-    return _to_millis(state.batch_time)
-
-
-def _from_millis(ms: int) -> datetime:
-    """Epoch milliseconds as an aware UTC datetime."""
-    return _EPOCH + timedelta(milliseconds=ms)
-
-
 def _format_duration(ms: int) -> str:
+    """``ms`` as the shortest string :func:`parse_duration` reads back (``'2 minutes'``)."""
     for unit, size in reversed(_UNITS_MS.items()):
         if ms % size == 0:
             n = ms // size
             return f"'{n} {unit}{'s' if n != 1 else ''}'"
     raise AssertionError(ms)  # pragma: no cover - milliseconds always divide
+
+
+def _row_times(op: _Operator, state: KeyState, rows: list[Row]) -> list[int]:
+    """The time of each row in epoch ms: its event time in event mode (column ``op.time``,
+    else the runner's ``event_time``), else the batch time."""
+    clock = state.clock
+    if clock is None or clock.mode != "event":
+        now = None if clock is None else clock.batch_time
+        if now is None:
+            raise ValueError(
+                f"{op!r} needs time: run it with time_mode='event' (and event_time) or "
+                "time_mode='processing'"
+            )
+        return [now] * len(rows)
+    column = getattr(op, "time", None) or getattr(clock, "event_time", None)
+    if column is None:
+        raise ValueError(f"{op!r}: which column holds the event time? pass time=<column>")
+    try:
+        return [to_ms(row[column], f"event-time column {column!r}") for row in rows]
+    except KeyError:
+        raise KeyError(f"{op!r}: an input row has no event-time column {column!r}") from None
+    except TypeError as exc:
+        raise TypeError(f"{op!r}: event-time column {column!r}: {exc}") from exc
+
+
+def _now_millis(state: KeyState) -> int | None:
+    """The operator's time in epoch ms: the watermark in event mode (``None`` before the
+    first batch), the batch time otherwise."""
+    clock = state.clock
+    return None if clock is None else clock.now
 
 
 _ATOMS = (int, float, str, bytes, bool, type(None))

@@ -15,10 +15,10 @@ from objectspace.operators._base import (
     _field,
     _format_duration,
     _hashable,
-    _row_millis,
-    _to_millis,
+    _row_times,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import to_ms
 
 __all__ = ["dedup", "distinct", "distinct_until_changed"]
 
@@ -117,15 +117,19 @@ def distinct_until_changed(by: str | None = None) -> KeyedOperator:
 
 
 class _Dedup(_ByOperator):
-    __slots__ = ("ttl",)
+    __slots__ = ("time", "ttl")
     name = "dedup"
 
-    def __init__(self, ttl: int, by: str | None) -> None:
+    def __init__(self, ttl: int, by: str | None, time: str | None) -> None:
         super().__init__(by)
         self.ttl = ttl
+        self.time = time
 
     def _args(self) -> Iterable[str]:
-        return (_format_duration(self.ttl), *super()._args())
+        yield _format_duration(self.ttl)
+        yield from super()._args()
+        if self.time is not None:
+            yield f"time={self.time!r}"
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         ttl = self.ttl
@@ -133,9 +137,8 @@ class _Dedup(_ByOperator):
         expiry = state.dict("expiry")
         timers = state.timers
         out: list[Row] = []
-        for row in rows:
+        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
             v = _value_of(self, row)
-            t = _row_millis(self, state, row)
             emitted = seen.get(v)
             if emitted is not None and t < emitted + ttl:
                 continue
@@ -156,7 +159,7 @@ class _Dedup(_ByOperator):
         """Forget the values whose period ended at or before ``when``."""
         if "expiry" not in state:
             return []
-        now = _to_millis(when)
+        now = to_ms(when)
         seen = state.dict("seen")
         expiry = state.dict("expiry")
         for at in [at for at in expiry if at <= now]:
@@ -177,12 +180,12 @@ def _forget(expiry: Any, at: int, value: Any) -> None:
         del expiry[at]
 
 
-def dedup(ttl: Any, by: str | None = None) -> KeyedOperator:
+def dedup(ttl: Any, by: str | None = None, *, time: str | None = None) -> KeyedOperator:
     """Drop a row if a row with the same value was emitted less than ``ttl`` before it.
 
     The value is ``row[by]``, or (``by=None``) the whole row, compared as :func:`distinct`
-    compares them. Time is the row's event time in event mode (``time_mode="event"``), the
-    batch time otherwise. The first row of a value is emitted and opens a period of
+    compares them. Time is the row's event time in event mode (``time_mode="event"``;
+    column ``time``, default the runner's ``event_time``), the batch time otherwise. The first row of a value is emitted and opens a period of
     ``ttl``; rows of that value before the period's end (earlier rows that arrive out of
     order too) are dropped and do not extend it; the first row at or after its end is
     emitted and opens the next one, as Spark's
@@ -197,4 +200,8 @@ def dedup(ttl: Any, by: str | None = None) -> KeyedOperator:
     per distinct period end, which forgets them. Cost: O(1) per row (O(row size) to make
     the value hashable); writes: two entries per emitted row, nothing per dropped row.
     """
-    return _Dedup(_check_duration("dedup", "ttl", ttl), _check_optional_column("dedup", "by", by))
+    return _Dedup(
+        _check_duration("dedup", "ttl", ttl),
+        _check_optional_column("dedup", "by", by),
+        _check_optional_column("dedup", "time", time),
+    )

@@ -19,13 +19,13 @@ from objectspace.operators._base import (
     _check_agg,
     _check_column,
     _check_duration,
+    _check_optional_column,
     _format_duration,
-    _from_millis,
     _Operator,
-    _row_millis,
-    _to_millis,
+    _row_times,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import from_ms, to_ms
 
 __all__ = ["session_window", "sliding_window", "tumbling_window"]
 
@@ -45,11 +45,12 @@ def _check_aggs(op: str, aggs: object) -> tuple[str, ...]:
 class _TimeWindowed(_Operator):
     """What the three window operators share: the aggregates and the emitted row."""
 
-    __slots__ = ("aggs", "needs", "value")
+    __slots__ = ("aggs", "needs", "time", "value")
 
-    def __init__(self, value: str, aggs: tuple[str, ...]) -> None:
+    def __init__(self, value: str, aggs: tuple[str, ...], time: str | None) -> None:
         self.value = value
         self.aggs = aggs
+        self.time = time
         # (needs a value, needs the sum, needs min, needs max)
         self.needs = (
             any(a != "count" for a in aggs),
@@ -59,7 +60,10 @@ class _TimeWindowed(_Operator):
         )
 
     def _agg_args(self) -> Iterable[str]:
-        return (f"value={self.value!r}", f"aggs={self.aggs!r}")
+        yield f"value={self.value!r}"
+        yield f"aggs={self.aggs!r}"
+        if self.time is not None:
+            yield f"time={self.time!r}"
 
     def _add(self, entry: list[Any], offset: int, row: Row) -> None:
         """Add ``row`` to the accumulator that starts at ``entry[offset]``, in place."""
@@ -90,7 +94,7 @@ class _TimeWindowed(_Operator):
             into[offset + i] = b if a is None else a if b is None else better(a, b)
 
     def _row(self, start: int, end: int, entry: list[Any], offset: int) -> Row:
-        out: Row = {"start": _from_millis(start), "end": _from_millis(end)}
+        out: Row = {"start": from_ms(start), "end": from_ms(end)}
         count = entry[offset + _COUNT]
         for agg in self.aggs:
             if agg == "count":
@@ -108,8 +112,8 @@ class _SessionWindow(_TimeWindowed):
     __slots__ = ("gap",)
     name = "session_window"
 
-    def __init__(self, gap: int, value: str, aggs: tuple[str, ...]) -> None:
-        super().__init__(value, aggs)
+    def __init__(self, gap: int, value: str, aggs: tuple[str, ...], time: str | None) -> None:
+        super().__init__(value, aggs, time)
         self.gap = gap
 
     def _args(self) -> Iterable[str]:
@@ -123,8 +127,7 @@ class _SessionWindow(_TimeWindowed):
         # back where a session changed: an untouched session writes nothing.
         before = {s: e for s, e in sessions.items()}
         open_ = {s: list(e) for s, e in before.items()}
-        for row in rows:
-            t = _row_millis(self, state, row)
+        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
             # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
             hits = sorted(s for s, e in open_.items() if s <= t + gap and e[0] >= t)
             if not hits:
@@ -155,7 +158,7 @@ class _SessionWindow(_TimeWindowed):
         """Emit (and forget) the key's sessions whose end is at or before ``when``."""
         if "sessions" not in state:
             return []
-        now = _to_millis(when)
+        now = to_ms(when)
         sessions = state.dict("sessions")
         due = sorted((s, e) for s, e in sessions.items() if e[0] <= now)
         out = []
@@ -168,7 +171,7 @@ class _SessionWindow(_TimeWindowed):
 
 
 def session_window(
-    gap: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum")
+    gap: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum"), *, time: str | None = None
 ) -> KeyedOperator:
     """Sessions of each key's events, as Spark's ``session_window(event_time, gap)``.
 
@@ -180,8 +183,8 @@ def session_window(
     session's ``end``, it is emitted once as ``{"start": first event, "end": last event +
     gap, <agg>: ...}`` (aware UTC datetimes; one field per name of ``aggs``, see
     :data:`AGGREGATES`, computed over ``row[value]``) and forgotten. Needs
-    ``time_mode="event"``; the event time is the runner's ``event_time`` column. ``gap`` is
-    a ``timedelta`` or a string like ``"2 minutes"``. Example::
+    ``time_mode="event"``; the event time is column ``time`` (default: the runner's
+    ``event_time``). ``gap`` is a ``timedelta`` or a string like ``"2 minutes"``. Example::
 
         runner = StatefulRunner(session_window("30 minutes", value="amount"), key="user",
                                 order_by="ts", time_mode="event", event_time="ts",
@@ -197,6 +200,7 @@ def session_window(
         _check_duration("session_window", "gap", gap),
         _check_column("session_window", "value", value),
         _check_aggs("session_window", aggs),
+        _check_optional_column("session_window", "time", time),
     )
 
 
@@ -206,8 +210,10 @@ class _FixedWindow(_TimeWindowed):
     __slots__ = ("size", "slide")
     name = "sliding_window"
 
-    def __init__(self, size: int, slide: int, value: str, aggs: tuple[str, ...]) -> None:
-        super().__init__(value, aggs)
+    def __init__(
+        self, size: int, slide: int, value: str, aggs: tuple[str, ...], time: str | None
+    ) -> None:
+        super().__init__(value, aggs, time)
         self.size = size
         self.slide = slide
 
@@ -219,8 +225,7 @@ class _FixedWindow(_TimeWindowed):
         windows = state.dict("windows")
         timers = state.timers
         touched: dict[int, list[Any]] = {}
-        for row in rows:
-            t = _row_millis(self, state, row)
+        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
             # The windows holding t: starts s = k * slide with s <= t < s + size.
             s = t - t % slide
             while s > t - size:
@@ -243,7 +248,7 @@ class _FixedWindow(_TimeWindowed):
         """Emit (and forget) the key's windows whose end is at or before ``when``."""
         if "windows" not in state:
             return []
-        now, size = _to_millis(when), self.size
+        now, size = to_ms(when), self.size
         windows = state.dict("windows")
         out = []
         for start in sorted(s for s in windows if s + size <= now):
@@ -262,7 +267,7 @@ class _TumblingWindow(_FixedWindow):
 
 
 def tumbling_window(
-    size: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum")
+    size: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum"), *, time: str | None = None
 ) -> KeyedOperator:
     """Event-time tumbling windows, as Spark's ``window(event_time, size)``.
 
@@ -283,11 +288,17 @@ def tumbling_window(
         size_ms,
         _check_column("tumbling_window", "value", value),
         _check_aggs("tumbling_window", aggs),
+        _check_optional_column("tumbling_window", "time", time),
     )
 
 
 def sliding_window(
-    size: Any, slide: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum")
+    size: Any,
+    slide: Any,
+    value: str = "v",
+    aggs: Sequence[str] = ("count", "sum"),
+    *,
+    time: str | None = None,
 ) -> KeyedOperator:
     """Event-time sliding windows, as Spark's ``window(event_time, size, slide)``.
 
@@ -307,4 +318,5 @@ def sliding_window(
         _check_duration("sliding_window", "slide", slide),
         _check_column("sliding_window", "value", value),
         _check_aggs("sliding_window", aggs),
+        _check_optional_column("sliding_window", "time", time),
     )
