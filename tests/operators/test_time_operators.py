@@ -373,6 +373,17 @@ def test_expire_after_restarts_a_quiet_key(seed: int) -> None:
         assert got == expected
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_expire_after_passes_its_operators_timers_on(seed: int) -> None:
+    aggs = ("count", "sum")
+    batches = event_batches(seed)
+    expected = ref_sessions(batches, DELAY, 3 * SEC, aggs)
+    inner = ops.session_window("3 seconds", aggs=aggs, time="ts")
+    for op in (ops.expire_after("1 day", inner, time="ts"), ops.chain(ops.take(10**6), inner)):
+        for got in run(op, batches, window_shape(aggs), **EVENT):
+            assert got == expected
+
+
 def test_state_is_gone_once_every_window_closed() -> None:
     batches = event_batches(4)
     for op in (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from objectspace.operators._base import (
@@ -59,7 +59,7 @@ class _ExpireAfter(_Operator):
 
     def fire_timer(
         self, key: Any, names: tuple[str, ...], when: int, state: KeyState
-    ) -> Iterable[Row]:
+    ) -> Iterable[Mapping[str, Any]]:
         """Route a timer: this operator's own (namespace ``()``) expires the key; one of
         ``op`` (namespace ``("op", ...)``) goes to ``op``."""
         if not names:
