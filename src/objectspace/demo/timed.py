@@ -24,6 +24,7 @@ from typing import Any
 
 from objectspace import operators as ops
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import from_ms, to_ms
 
 __all__ = ["pipeline", "run_time_stage"]
 
@@ -41,18 +42,27 @@ def pipeline(key: Any, rows: list[dict[str, Any]], state: KeyState) -> Iterable[
     """Sessions and recently new pages of one user, each in its own namespace."""
     _sessions(key, rows, state.namespace("sessions"))  # emits from its timers only
     for row in _new_pages(key, rows, state.namespace("pages")):
-        yield {"what": "new page", "start": row["ts"], "page": row["page"]}
+        yield {"what": "new page", "start": _iso(row["ts"]), "page": row["page"]}
 
 
 def on_timer(key: Any, when: datetime, state: KeyState) -> Iterable[Mapping[str, Any]]:
     """The sessions' timers (``state`` is the namespace that registered them)."""
     for row in _sessions.on_timer(key, when, state):  # type: ignore[attr-defined]
-        yield {"what": "session", "start": row["start"], "end": row["end"], "clicks": row["count"]}
+        yield {
+            "what": "session",
+            "start": _iso(row["start"]),
+            "end": _iso(row["end"]),
+            "clicks": row["count"],
+        }
+
+
+def _iso(t: Any) -> str:
+    return from_ms(to_ms(t)).isoformat()
 
 
 def events(rng: random.Random, batches: int = BATCHES) -> list[list[dict[str, Any]]]:
-    """Each batch's clicks: minute ``b`` of event time, some late, then one far-future click
-    so that every session closes."""
+    """Each batch's clicks: minute ``b`` of event time, some late, then two batches of one
+    far-future click each, so that the watermark passes every session's end."""
     out = []
     for b in range(batches):
         rows = []
@@ -76,14 +86,8 @@ def events(rng: random.Random, batches: int = BATCHES) -> list[list[dict[str, An
         out.append(rows)
     far = START + timedelta(days=1)
     out.append([{"user": 0, "ts": far, "v": 1.0, "page": "home"}])
+    out.append([{"user": 0, "ts": far + timedelta(hours=1), "v": 1.0, "page": "home"}])
     return out
-
-
-def _stat(stats: Any, *names: str) -> Any:
-    for name in names:
-        if hasattr(stats, name):
-            return getattr(stats, name)
-    return None
 
 
 def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
@@ -130,12 +134,11 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
         produced.extend(_key(r.asDict()) for r in rows)
         s = runner.last_batch
         assert s is not None
-        wm = _stat(s, "watermark")
+        wm = "-" if s.watermark is None else from_ms(s.watermark).strftime("%H:%M:%S")
         print(
-            f"  batch {batch_id:>2}  watermark {wm.strftime('%H:%M:%S') if wm else '-':>8}  "
-            f"rows {_stat(s, 'rows_in'):>4}  late {_stat(s, 'rows_late') or 0:>3}  "
-            f"timers fired {_stat(s, 'timers_fired') or 0:>4}  "
-            f"expired {_stat(s, 'entries_expired', 'expired') or 0:>4}  "
+            f"  batch {batch_id:>2}  watermark {wm:>8}  rows {s.rows_in:>4}  "
+            f"late {s.rows_late:>3}  timers fired {s.timers_fired:>4}  "
+            f"entries expired {s.entries_expired:>4}  "
             f"sessions {sum(r['what'] == 'session' for r in rows):>4}  "
             f"state written {s.bytes_written / 1024:6.1f} KiB",
             flush=True,
@@ -167,15 +170,4 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    def utc(t: Any) -> Any:
-        # Spark collects naive local times, simulate gives aware UTC ones.
-        return t.astimezone(UTC) if isinstance(t, datetime) else t
-
-    return (
-        row["user"],
-        row["what"],
-        utc(row.get("start")),
-        utc(row.get("end")),
-        row.get("clicks"),
-        row.get("page"),
-    )
+    return tuple(row.get(c) for c in ("user", "what", "start", "end", "clicks", "page"))
