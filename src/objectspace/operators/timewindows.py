@@ -122,7 +122,6 @@ class _SessionWindow(_TimeWindowed):
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         gap = self.gap
         sessions = state.dict("sessions")
-        timers = state.timers
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
         before = {s: e for s, e in sessions.items()}
@@ -141,31 +140,45 @@ class _SessionWindow(_TimeWindowed):
                 entry[0] = max(entry[0], t + gap)
                 open_[min(hits[0], t)] = entry
             self._add(entry, 1, row)
-        old_ends = {e[0] for e in before.values()}
-        new_ends = {e[0] for e in open_.values()}
-        for end in old_ends - new_ends:
-            timers.delete(end)
-        for end in new_ends - old_ends:
-            timers.register(end)
         for s in before.keys() - open_.keys():
             del sessions[s]
         for s, entry in open_.items():
             if before.get(s) != entry:
                 sessions[s] = entry
+        self._arm(state, min(e[0] for e in open_.values()) if open_ else None)
         return []
 
+    @staticmethod
+    def _arm(state: KeyState, first: int | None) -> None:
+        """Keep one timer at or before the earliest session end ``first``.
+
+        A session that grows keeps its timer: when it fires early, :meth:`on_timer` arms
+        the next one. So a batch that extends a session writes its dict entry only, not a
+        timer delete and register each time its end moves."""
+        timers = state.timers
+        armed = [to_ms(t) for t in timers.list()]
+        if first is None or (armed and armed[0] <= first):
+            return
+        for t in armed:
+            timers.delete(t)
+        timers.register(first)
+
     def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
-        """Emit (and forget) the key's sessions whose end is at or before ``when``."""
+        """Emit (and forget) the key's sessions that the watermark reached (end at or before
+        it), and arm the timer of the next one."""
         if "sessions" not in state:
             return []
-        now = to_ms(when)
+        clock = state.clock
+        now = to_ms(when) if clock is None or clock.now is None else max(clock.now, to_ms(when))
         sessions = state.dict("sessions")
         due = sorted((s, e) for s, e in sessions.items() if e[0] <= now)
         out = []
         for start, entry in due:
             del sessions[start]
             out.append(self._row(start, entry[0], entry, 1))
-        if not sessions:
+        if sessions:
+            self._arm(state, min(e[0] for e in sessions.values()))
+        else:
             state.delete("sessions")
         return out
 
@@ -192,9 +205,10 @@ def session_window(
                                               "end timestamp, count long, sum double", ...)
 
     State: dict ``"sessions"`` from a session's start (epoch ms) to ``[end, count, sum,
-    min, max]``, deleted when the key has no open session, and one event-time timer per
-    open session, at its end. Cost: O(open sessions of the key) per row; writes: one dict
-    entry per session a batch touched, one timer delete and register when its end moves.
+    min, max]``, deleted when the key has no open session, and one event-time timer at or
+    before the earliest end (a session that grows keeps its timer; when it fires early the
+    next one is armed). Cost: O(open sessions of the key) per row; writes: one dict entry
+    per session a batch touched, one timer per armed end.
     """
     return _SessionWindow(
         _check_duration("session_window", "gap", gap),
