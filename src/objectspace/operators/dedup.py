@@ -192,7 +192,7 @@ def dedup(ttl: Any, by: str | None = None, *, time: str | None = None) -> KeyedO
     ``dropDuplicatesWithinWatermark`` keeps the first event. A value is forgotten when the
     watermark (or batch time) passes its period's end. Example::
 
-        StatefulRunner(dedup("10 minutes", by="event_id"), key="user", order_by="ts",
+        StatefulRunner(dedup("10 minutes", by="event_id", time="ts"), key="user", order_by="ts",
                        time_mode="event", event_time="ts", watermark_delay="1 minute", ...)
 
     State: dict ``"seen"`` from value to the time of its emitted row (epoch ms), dict

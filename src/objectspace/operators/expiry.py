@@ -88,7 +88,7 @@ def expire_after(ttl: Any, op: KeyedOperator, *, time: str | None = None) -> Key
     them, and a key that comes back later starts afresh. ``ttl`` is a ``timedelta`` or a
     string like ``"30 days"``. ``op``'s own timers still reach its ``on_timer``. Example::
 
-        expire_after("1 hour", ops.chain(ops.take(10), ops.aggregate("sum")))
+        expire_after("1 hour", ops.chain(ops.take(10), ops.aggregate("sum")), time="ts")
 
     State: ``op``'s, in namespace ``"op"``, and value ``"expires"`` (epoch ms) with one
     timer there. Cost: ``op``'s, plus O(rows) per batch; writes: one value and one timer

@@ -199,10 +199,10 @@ def session_window(
     ``time_mode="event"``; the event time is column ``time`` (default: the runner's
     ``event_time``). ``gap`` is a ``timedelta`` or a string like ``"2 minutes"``. Example::
 
-        runner = StatefulRunner(session_window("30 minutes", value="amount"), key="user",
-                                order_by="ts", time_mode="event", event_time="ts",
-                                output_schema="user string, start timestamp, "
-                                              "end timestamp, count long, sum double", ...)
+        sim = simulate(session_window("30 minutes", value="amount", time="ts"), batches,
+                       key="user", order_by="ts", time_mode="event", event_time="ts")
+        # sim.outputs[i]: [{"user": ..., "start": datetime(..., tzinfo=UTC), "end": ...,
+        #                   "count": 3, "sum": 42.0}, ...]
 
     State: dict ``"sessions"`` from a session's start (epoch ms) to ``[end, count, sum,
     min, max]``, deleted when the key has no open session, and one event-time timer at or
@@ -290,7 +290,7 @@ def tumbling_window(
     watermark reaches its end, as ``{"start", "end", <agg>: ...}`` (aware UTC datetimes; one
     field per name of ``aggs`` over ``row[value]``). Needs ``time_mode="event"``. Example::
 
-        tumbling_window("1 minute", value="bytes", aggs=("count", "max"))
+        tumbling_window("1 minute", value="bytes", aggs=("count", "max"), time="ts")
 
     State: dict ``"windows"`` from a window's start (epoch ms) to ``[count, sum, min,
     max]``, deleted when no window is open, and one event-time timer per open window.
@@ -322,7 +322,7 @@ def sliding_window(
     watermark reaches its end, as ``{"start", "end", <agg>: ...}``. Needs
     ``time_mode="event"``. Example::
 
-        sliding_window("10 minutes", "5 minutes", value="v", aggs=("mean",))
+        sliding_window("10 minutes", "5 minutes", value="v", aggs=("mean",), time="ts")
 
     State: as :func:`tumbling_window`. Cost: O(size / slide) per row; writes: one entry
     per window a batch touched, one timer per window.
