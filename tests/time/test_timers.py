@@ -370,3 +370,20 @@ def test_timers_below_spark_on_a_space_with_an_explicit_clock():
         (50, "u1", ("op",)),
     ]
     assert earliest(space) is None and len(space.get_sorted_set(DUE_ID)) == 0
+
+
+def test_a_retried_attempt_keeps_its_batch_time():
+    def fn(key, rows, state):
+        yield {"k": key, "at": state.batch_time}
+
+    sim = simulate(
+        fn,
+        [[{"k": 1, "ts": 0}], [{"k": 1, "ts": 1}]],
+        key="k",
+        order_by="ts",
+        time_mode="processing",
+        replay=(0, 1),
+    )
+    for i in (0, 1):
+        assert sim.first_attempts[i] == sim.outputs[i]
+    assert sim.outputs[0][0]["at"] < sim.outputs[1][0]["at"]

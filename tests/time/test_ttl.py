@@ -245,3 +245,62 @@ def test_ttl_writes_are_o1_rows():
     batches = [[{"k": 1, "n": 2000, "b": 0}], [{"k": 1, "n": 1, "b": 1}]]
     sim = simulate(write, batches, key="k", order_by="n", batch_times=[0, 1000])
     assert sim.stats[1].rows_written < 12
+
+
+def test_no_time_state_is_kept_when_no_time_is_used():
+    def plain(key, rows, state):
+        state.dict("d")[rows[0]["ts"]] = 1
+        return []
+
+    sim = simulate(plain, [[{"k": 1, "ts": 1}], [{"k": 2, "ts": 2}]], key="k", order_by="ts")
+    assert [o.name for o in sim.job.operators()] == ["simulate"]
+    assert all(s.batch_time is not None and s.watermark is None for s in sim.stats)
+
+
+def test_ttl_queue_and_list_edits_keep_their_expiry_times():
+    space = ObjectSpace()
+
+    def at(t: int) -> KeyState:
+        return KeyState.for_key(space, "u", Clock("processing", batch_time=t))
+
+    q = at(0).queue("q", ttl="10 ms")
+    q.enqueue("a")
+    q.enqueue("b")
+    at(5).queue("q", ttl="10 ms").enqueue("c")
+    assert q.dequeue() == "a"  # the user's dequeue moves the front's expiry along
+    lst = at(0).list("l", ttl="10 ms")
+    lst.extend(["x", "y", "z"])
+    at(8).list("l", ttl="10 ms")[0] = "X"  # rewritten: expires at 18, not 10
+    at(8).list("l", ttl="10 ms").insert(1, "w")
+    assert expire(space, 10) == 1 + 2  # queue: b; list: y, z
+    assert list(space.get_queue("'u'/q")) == ["c"]
+    assert list(space.get_list("'u'/l")) == ["X", "w"]
+    assert expire(space, 15) == 1 and len(space.get_queue("'u'/q")) == 0
+    assert expire(space, 18) == 2 and len(space.get_list("'u'/l")) == 0
+    assert earliest(space) is None
+
+
+def test_ttl_views_behave_like_their_collections():
+    space = ObjectSpace()
+    state = KeyState.for_key(space, 1, Clock("processing", batch_time=0))
+    d = state.dict("d", ttl="1 ms")
+    d.update({1: "a", 2: "b"})
+    assert d.setdefault(3, "c") == "c" and d.pop(1) == "a" and d == {2: "b", 3: "c"}
+    assert d.popitem() in ((2, "b"), (3, "c")) and len(d) == 1
+    sd = state.sorted_dict("sd", ttl="1 ms")
+    sd.update({3: 0, 1: 0, 2: 0})
+    assert list(sd) == [1, 2, 3] and list(sd.irange(2, 3)) == [2, 3] and sd.peekitem(0) == (1, 0)
+    s = state.sorted_set("s", ttl="1 ms")
+    s |= {5, 4}
+    s.remove(5)
+    assert list(s) == [4] and s[0] == 4
+    v = state.value("v", 0, ttl="1 ms")
+    assert v.value == 0
+    v.value = 7
+    assert state.value("v", 0, ttl="1 ms").value == 7
+    # every write is indexed once: the records follow deletes
+    assert len(space.get_dict("1/d%ttl")) == len(d)
+    live = len(d) + len(sd) + len(s) + 1
+    assert expire(space, 1) == live == 6
+    assert len(d) == len(sd) == len(s) == 0
+    assert earliest(space) is None and v.value == 0 and "v" not in state

@@ -560,6 +560,8 @@ class TimeDriver:
         self._exists = any(o.name == self.name for o in job.operators())
         self._instance: Instance | None = None
         self._base: int | None = None
+        # Batch times of attempts not committed yet: a retry by this driver keeps its time.
+        self._attempted: dict[int, int] = {}
 
     def _restore(self, checkpoint: int | None) -> Instance | None:
         if not self._exists:
@@ -594,7 +596,11 @@ class TimeDriver:
             if recorded is not None:
                 batch_time = recorded
         if batch_time is None:
+            batch_time = self._attempted.get(checkpoint_id)
+        if batch_time is None:
             batch_time = time.time_ns() // 1_000_000
+        if not replay:
+            self._attempted = {checkpoint_id: batch_time}
         watermark = None
         if options.mode == "event" and max_event is not None:
             watermark = max_event - options.watermark_delay

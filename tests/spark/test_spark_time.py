@@ -1,0 +1,170 @@
+"""Time under Spark (issue 12): StatefulRunner's event-time timers and TTL give what
+``objectspace.testing.simulate`` gives, in batch form (``process``, a timestamp event-time
+column, an empty batch firing timers of instances with no rows) and in a streaming query
+(``foreachBatch``, a long event-time column, TTL)."""
+
+# The session fixture `spark` is imported from tests.support.spark and requested by name.
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from objectspace.operators import KeyState
+from objectspace.spark import StatefulRunner
+from objectspace.testing import simulate
+from tests.support.spark import INPUT_DDL, ship, spark, write_json_files  # noqa: F401
+
+ship(__name__)
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def sessions(key: Any, rows: list[dict[str, Any]], state: KeyState) -> list[dict[str, Any]]:
+    last = state.value("last")
+    count = state.value("n", 0)
+    for row in rows:
+        ts = row["ts"]
+        if last.value is not None:
+            state.timers.delete(last.value + 60_000)
+        count.value += 1
+        last.value = ts if isinstance(ts, int) else round(ts.replace(tzinfo=UTC).timestamp() * 1000)
+        state.timers.register(last.value + 60_000)
+    return []
+
+
+def on_timer(key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
+    n = state.value("n", 0).value
+    state.delete("n")
+    state.delete("last")
+    return [
+        {
+            "k": key,
+            "end": (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1),
+            "n": n,
+        }
+    ]
+
+
+def test_batch_event_time_timers_equal_simulate(spark: Any, tmp_path: Any) -> None:
+    from pyspark.sql import types as T
+
+    schema = T.StructType(
+        [T.StructField("k", T.LongType()), T.StructField("ts", T.TimestampType())]
+    )
+    batches = [
+        [(k, T0 + timedelta(seconds=s)) for k, s in [(1, 0), (2, 10), (3, 20), (1, 30), (4, 5)]],
+        [(2, T0 + timedelta(seconds=100)), (5, T0 + timedelta(seconds=1))],  # 5 is late
+        [],  # no rows: every due timer fires, in instances that have no rows
+    ]
+    runner = StatefulRunner(
+        sessions,
+        on_timer=on_timer,
+        key="k",
+        order_by="ts",
+        output_schema="k long, end long, n long",
+        storage=f"sqlite:///{tmp_path}/state.db",
+        job="j",
+        operator="sessions",
+        max_key_groups=16,
+        parallelism=4,
+        time_mode="event",
+        event_time="ts",
+        watermark_delay="0 seconds",
+    )
+    outputs = []
+    for i, rows in enumerate(batches):
+        out = runner.process(spark.createDataFrame(rows, schema), i)
+        outputs.append(Counter(tuple(r) for r in out.collect()))
+    runner.close()
+    dict_batches = [[{"k": k, "ts": ts.replace(tzinfo=None)} for k, ts in rows] for rows in batches]
+    sim = simulate(
+        sessions,
+        dict_batches,
+        key="k",
+        order_by="ts",
+        parallelism=4,
+        time_mode="event",
+        event_time="ts",
+        on_timer=on_timer,
+        max_key_groups=16,
+    )
+    expected = [Counter((r["k"], r["end"], r["n"]) for r in out) for out in sim.outputs]
+    assert outputs == expected
+    assert sum(sum(c.values()) for c in expected) == 3  # key 2 (last at 100 s) stays open
+    assert [b.rows_late for b in runner.history] == [0, 1, 0]
+    assert runner.history[2].timers_fired == 3 and runner.history[2].rows_in == 0
+
+
+def ttl_count(key: Any, rows: list[dict[str, Any]], state: KeyState) -> list[dict[str, Any]]:
+    seen = state.dict("seen", ttl="10 seconds")
+    out = [{"k": key, "ts": rows[-1]["ts"], "before": len(seen)}]
+    for row in rows:
+        seen[row["v"]] = row["ts"]
+    return out
+
+
+def test_streaming_ttl_and_timers_equal_simulate(spark: Any, tmp_path: Any) -> None:
+    batches = [
+        [{"k": k, "ts": 1000 * (5 * b + k), "v": float(b), "c": 0, "src": "a"} for k in range(6)]
+        for b in range(6)
+    ]
+    write_json_files(tmp_path / "in", batches, first_mtime=time.time() - 3600)
+    runner = StatefulRunner(
+        ttl_count,
+        key="k",
+        order_by="ts",
+        output_schema="k long, ts long, before long",
+        storage=f"sqlite:///{tmp_path}/state.db",
+        job="j",
+        operator="ttl",
+        max_key_groups=8,
+        parallelism=3,
+        time_mode="event",
+        event_time="ts",
+        watermark_delay="2 seconds",
+    )
+    got: dict[int, Counter[Any]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        got[batch_id] = Counter(tuple(r) for r in df.collect())
+
+    stream = (
+        spark.readStream.schema(INPUT_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
+    query = (
+        stream.writeStream.foreachBatch(runner.foreach_batch(sink))
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(timeout=180)
+    finally:
+        query.stop()
+    runner.close()
+    sim = simulate(
+        ttl_count,
+        batches,
+        key="k",
+        order_by="ts",
+        parallelism=3,
+        max_key_groups=8,
+        time_mode="event",
+        event_time="ts",
+        watermark_delay="2 seconds",
+    )
+    expected = {
+        i: Counter((r["k"], r["ts"], r["before"]) for r in out) for i, out in enumerate(sim.outputs)
+    }
+    assert got == expected
+    assert (
+        sum(b.entries_expired for b in runner.history)
+        == sum(s.entries_expired for s in sim.stats)
+        > 0
+    )
