@@ -270,6 +270,55 @@ def test_session_window_matches_the_reference(seed: int, gap_s: int) -> None:
     assert sum(map(len, expected)) > 5
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batch_form_equals_a_static_sessionization_and_windowing(seed: int) -> None:
+    # The whole input in one batch (no watermark yet, so nothing is late), then a far
+    # event and an empty batch that close everything: Spark's batch session_window/window().
+    events = [r for rows in event_batches(seed)[:-2] for r in rows]
+    batches = [events, [{"k": 1, "ts": 10**7 * SEC, "seq": 0, "v": 0, "x": 0}], []]
+    aggs = ("count", "sum")
+    sessions = []
+    for k in {r["k"] for r in events}:
+        evs = sorted(r["ts"] for r in events if r["k"] == k)
+        groups = [[evs[0]]]
+        for t in evs[1:]:
+            if t <= groups[-1][-1] + 4 * SEC:
+                groups[-1].append(t)
+            else:
+                groups.append([t])
+        for g in groups:
+            vs = [r["v"] for r in events if r["k"] == k and g[0] <= r["ts"] <= g[-1]]
+            sessions.append((k, g[0], g[-1] + 4 * SEC, len(vs), sum(vs)))
+    sim = simulate(
+        ops.session_window("4 seconds", aggs=aggs, time="ts"),
+        batches,
+        key="k",
+        order_by=("ts", "seq"),
+        parallelism=3,
+        **EVENT,
+    )
+    shape = window_shape(aggs)
+    got = [shape(r) for out in sim.outputs for r in out]
+    assert sorted(got, key=repr) == sorted(sessions, key=repr)
+    assert sim.outputs[0] == []
+    windows = [
+        (k, s, s + 10 * SEC, len(vs), sum(vs))
+        for k in {r["k"] for r in events}
+        for s in sorted({r["ts"] - r["ts"] % (10 * SEC) for r in events if r["k"] == k})
+        for vs in [[r["v"] for r in events if r["k"] == k and s <= r["ts"] < s + 10 * SEC]]
+    ]
+    sim = simulate(
+        ops.tumbling_window("10 seconds", aggs=aggs, time="ts"),
+        batches,
+        key="k",
+        order_by=("ts", "seq"),
+        parallelism=3,
+        **EVENT,
+    )
+    got = [shape(r) for out in sim.outputs for r in out]
+    assert sorted(got, key=repr) == sorted(windows, key=repr)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize(("size_s", "slide_s"), [(10, 10), (7, 7), (10, 5), (10, 3), (4, 6)])
 def test_tumbling_and_sliding_windows_match_the_reference(
