@@ -1,10 +1,12 @@
 """``session_window``, ``tumbling_window`` and ``sliding_window``: event-time windows per key.
 
 Each window (a session, or a window of fixed size aligned to the epoch) keeps its running
-aggregates in one entry of a dict of the key's state and has one event-time timer at its
-end; when the watermark reaches the end, the timer fires and the window is emitted once,
-as ``{"start", "end", <aggs>}`` with aware UTC datetimes, and its entry is deleted. So a
-row writes one dict entry, and a window costs one timer registration and one delete.
+aggregates in one entry of a dict of the key's state. A fixed window has one event-time
+timer at its end; a key's sessions share one timer, at or before the earliest session end
+(a growing session keeps it, an early firing arms the next). When the watermark reaches a
+window's end its timer has fired and the window is emitted once, as ``{"start", "end",
+<aggs>}`` with aware UTC datetimes, and its entry is deleted. So a batch writes one dict
+entry per window it touched, and a window costs about one timer registration.
 """
 
 from __future__ import annotations
