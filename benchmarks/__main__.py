@@ -1,7 +1,7 @@
 """Run every benchmark in sequence: ``python -m benchmarks [--quick] [--no-record] [NAME ...]``.
 
 NAME picks a subset (``buffer``, ``mutation``, ``checkpoint``, ``restore``, ``keygroups``,
-``segments``, ``postgres``, ``spark``); the other flags
+``segments``, ``postgres``, ``spark``, ``sessions``); the other flags
 are passed to each benchmark (see ``python -m benchmarks.bench_buffer --help``).
 """
 
@@ -21,6 +21,7 @@ NAMES = (
     "segments",
     "postgres",
     "spark",
+    "sessions",
 )
 
 

@@ -11,6 +11,8 @@
 4. Ends with bytes written per checkpoint against a design that rewrites each touched
    user's whole state at every checkpoint, and checks the output against a plain Python
    run of the same pipeline.
+5. The time stage (:mod:`objectspace.demo.timed`): sessions and a TTL'd set in event time,
+   with per batch the watermark, the timers fired and the entries expired.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from objectspace import operators as ops
+from objectspace.demo.timed import run_time_stage
 from objectspace.operators.state import KeyState
 
 __all__ = ["pipeline", "run_spark_demo"]
@@ -216,8 +219,9 @@ def run_spark_demo(
         print(f"  checkpoints retained: {runner.job.checkpoints()}")
         same = produced == expected
         print(f"  output equals a plain Python run of the same pipeline: {'yes' if same else 'NO'}")
-        print(f"  wall time: {time.perf_counter() - started:.1f} s")
+        timed_ok = run_time_stage(spark, work)
+        print(f"\n  wall time: {time.perf_counter() - started:.1f} s")
         spark.stop()
-        return 0 if same else 1
+        return 0 if same and timed_ok else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import TimeError, parse_duration, to_ms
 
 __all__ = ["AGGREGATES", "KeyedOperator", "Row"]
 
@@ -64,6 +65,63 @@ def _field(op: _Operator, row: Row, column: str) -> Any:
         raise KeyError(f"{op!r}: input row has no column {column!r}: {row!r}") from None
     except TypeError:
         raise TypeError(f"{op!r}: input rows are dicts, got {type(row).__name__}") from None
+
+
+_UNITS_MS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 604_800_000,
+}
+
+
+def _check_duration(op: str, name: str, value: object) -> int:
+    """A positive duration (``timedelta`` or a string like ``"2 minutes"``) in milliseconds."""
+    ms = parse_duration(value, f"{op}: {name}")
+    if ms <= 0:
+        raise TimeError(f"{op}: {name} must be a positive duration, got {value!r}")
+    return ms
+
+
+def _format_duration(ms: int) -> str:
+    """``ms`` as the shortest string :func:`parse_duration` reads back (``'2 minutes'``)."""
+    for unit, size in reversed(_UNITS_MS.items()):
+        if ms % size == 0:
+            n = ms // size
+            return f"'{n} {unit}{'s' if n != 1 else ''}'"
+    raise AssertionError(ms)  # pragma: no cover - milliseconds always divide
+
+
+def _row_times(op: _Operator, state: KeyState, rows: list[Row]) -> list[int]:
+    """The time of each row in epoch ms: its event time in event mode (column ``op.time``,
+    else the runner's ``event_time``), else the batch time."""
+    clock = state.clock
+    if clock is None or clock.mode != "event":
+        now = None if clock is None else clock.batch_time
+        if now is None:
+            raise ValueError(
+                f"{op!r} needs time: run it with time_mode='event' (and event_time) or "
+                "time_mode='processing'"
+            )
+        return [now] * len(rows)
+    column = getattr(op, "time", None) or getattr(clock, "event_time", None)
+    if column is None:
+        raise ValueError(f"{op!r}: which column holds the event time? pass time=<column>")
+    try:
+        return [to_ms(row[column], f"event-time column {column!r}") for row in rows]
+    except KeyError:
+        raise KeyError(f"{op!r}: an input row has no event-time column {column!r}") from None
+    except TypeError as exc:
+        raise TypeError(f"{op!r}: event-time column {column!r}: {exc}") from exc
+
+
+def _now_millis(state: KeyState) -> int | None:
+    """The operator's time in epoch ms: the watermark in event mode (``None`` before the
+    first batch), the batch time otherwise."""
+    clock = state.clock
+    return None if clock is None else clock.now
 
 
 _ATOMS = (int, float, str, bytes, bool, type(None))

@@ -1,55 +1,84 @@
-"""``distinct`` and ``distinct_until_changed`` per key."""
+"""``distinct``, ``distinct_until_changed`` and ``dedup`` per key."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
     _ByOperator,
+    _check_duration,
     _check_optional_column,
     _field,
+    _format_duration,
     _hashable,
+    _row_times,
 )
 from objectspace.operators.state import KeyState
+from objectspace.operators.timing import to_ms
 
-__all__ = ["distinct", "distinct_until_changed"]
+__all__ = ["dedup", "distinct", "distinct_until_changed"]
+
+
+def _value_of(op: _ByOperator, row: Row) -> Any:
+    """The hashable value ``op`` compares: ``row[op.by]``, or the whole row."""
+    if op.by is None:
+        if not isinstance(row, dict):
+            raise TypeError(f"{op!r}: input rows are dicts, got {type(row).__name__}")
+        return tuple(sorted((k, _hashable(x)) for k, x in row.items()))
+    return _hashable(_field(op, row, op.by))
 
 
 class _Distinct(_ByOperator):
-    __slots__ = ()
+    __slots__ = ("ttl",)
     name = "distinct"
 
+    def __init__(self, by: str | None, ttl: int | None) -> None:
+        super().__init__(by)
+        self.ttl = ttl
+
+    def _args(self) -> Iterable[str]:
+        yield from super()._args()
+        if self.ttl is not None:
+            yield f"ttl={_format_duration(self.ttl)}"
+
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
-        by = self.by
-        seen = state.set("seen")
+        ttl = self.ttl
+        seen = (
+            state.set("seen") if ttl is None else state.set("seen", ttl=timedelta(milliseconds=ttl))
+        )
         out: list[Row] = []
         for row in rows:
-            if by is None:
-                if not isinstance(row, dict):
-                    raise TypeError(f"{self!r}: input rows are dicts, got {type(row).__name__}")
-                v = tuple(sorted((k, _hashable(x)) for k, x in row.items()))
-            else:
-                v = _hashable(_field(self, row, by))
+            v = _value_of(self, row)
             if v not in seen:
                 seen.add(v)
                 out.append(row)
         return out
 
 
-def distinct(by: str | None = None) -> KeyedOperator:
-    """Emit a row if its value was never seen before for this key.
+def distinct(by: str | None = None, ttl: Any = None) -> KeyedOperator:
+    """Emit a row if its value was never seen before for this key (within ``ttl``).
 
     The value is ``row[by]``, or (``by=None``) the whole row as
     ``tuple(sorted(row.items()))``; nested lists and tuples become tuples, nested dicts
     sorted tuples of pairs, sets frozensets, so equal values (``==``) count as the same.
 
-    State: set ``"seen"`` of every distinct value. Cost: O(1) per row (O(row size) to make
-    the value hashable); writes: one set element per new value. The set grows with the
-    number of distinct values and is never pruned.
+    With ``ttl`` (a ``timedelta`` or a string like ``"1 day"``) a value is forgotten
+    ``ttl`` after it was emitted, in the operator's time (the watermark in event mode, the
+    batch time otherwise: the TTL of :class:`~objectspace.operators.KeyState`), and is
+    emitted again when it comes back after that; a duplicate does not extend the period.
+    Example: ``distinct(by="url", ttl="1 hour")``.
+
+    State: set ``"seen"`` of every distinct value (with ``ttl``: a TTL'd set, whose expired
+    elements are deleted at O(1) each). Cost: O(1) per row (O(row size) to make the value
+    hashable); writes: one set element per new value. Without ``ttl`` the set grows with
+    the number of distinct values and is never pruned.
     """
-    return _Distinct(_check_optional_column("distinct", "by", by))
+    column = _check_optional_column("distinct", "by", by)
+    return _Distinct(column, None if ttl is None else _check_duration("distinct", "ttl", ttl))
 
 
 class _DistinctUntilChanged(_ByOperator):
@@ -85,3 +114,94 @@ def distinct_until_changed(by: str | None = None) -> KeyedOperator:
     row (O(row size) for whole rows); writes: one row per batch that emitted something.
     """
     return _DistinctUntilChanged(_check_optional_column("distinct_until_changed", "by", by))
+
+
+class _Dedup(_ByOperator):
+    __slots__ = ("time", "ttl")
+    name = "dedup"
+
+    def __init__(self, ttl: int, by: str | None, time: str | None) -> None:
+        super().__init__(by)
+        self.ttl = ttl
+        self.time = time
+
+    def _args(self) -> Iterable[str]:
+        yield _format_duration(self.ttl)
+        yield from super()._args()
+        if self.time is not None:
+            yield f"time={self.time!r}"
+
+    def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        ttl = self.ttl
+        seen = state.dict("seen")
+        expiry = state.dict("expiry")
+        timers = state.timers
+        out: list[Row] = []
+        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
+            v = _value_of(self, row)
+            emitted = seen.get(v)
+            if emitted is not None and t < emitted + ttl:
+                continue
+            if emitted is not None:
+                _forget(expiry, emitted + ttl, v)
+            seen[v] = t
+            at = t + ttl
+            values = expiry.get(at)
+            if values is None:
+                expiry[at] = [v]
+                timers.register(at)
+            else:
+                expiry[at] = [*values, v]
+            out.append(row)
+        return out
+
+    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+        """Forget the values whose period ended at or before ``when``."""
+        if "expiry" not in state:
+            return []
+        now = to_ms(when)
+        seen = state.dict("seen")
+        expiry = state.dict("expiry")
+        for at in [at for at in expiry if at <= now]:
+            for v in expiry.pop(at):
+                if seen.get(v) == at - self.ttl:
+                    del seen[v]
+        if not expiry:
+            state.delete("expiry")
+            state.delete("seen")
+        return []
+
+
+def _forget(expiry: Any, at: int, value: Any) -> None:
+    values = [v for v in expiry.get(at, ()) if v != value]
+    if values:
+        expiry[at] = values
+    elif at in expiry:
+        del expiry[at]
+
+
+def dedup(ttl: Any, by: str | None = None, *, time: str | None = None) -> KeyedOperator:
+    """Drop a row if a row with the same value was emitted less than ``ttl`` before it.
+
+    The value is ``row[by]``, or (``by=None``) the whole row, compared as :func:`distinct`
+    compares them. Time is the row's event time in event mode (``time_mode="event"``;
+    column ``time``, default the runner's ``event_time``), the batch time otherwise. The first row of a value is emitted and opens a period of
+    ``ttl``; rows of that value before the period's end (earlier rows that arrive out of
+    order too) are dropped and do not extend it; the first row at or after its end is
+    emitted and opens the next one, as Spark's
+    ``dropDuplicatesWithinWatermark`` keeps the first event. A value is forgotten when the
+    watermark (or batch time) passes its period's end. Example::
+
+        StatefulRunner(dedup("10 minutes", by="event_id", time="ts"), key="user", order_by="ts",
+                       time_mode="event", event_time="ts", watermark_delay="1 minute", ...)
+
+    State: dict ``"seen"`` from value to the time of its emitted row (epoch ms), dict
+    ``"expiry"`` from a period's end to the values whose period ends then, and one timer
+    per distinct period end, which forgets them. Cost: O(1) per row (O(row size) to make
+    the value hashable); writes: two entries per emitted row, nothing per dropped row.
+    """
+    return _Dedup(
+        _check_duration("dedup", "ttl", ttl),
+        _check_optional_column("dedup", "by", by),
+        _check_optional_column("dedup", "time", time),
+    )

@@ -2,7 +2,8 @@
 
 The contract below holds for every operator. Each family has its module: ``slicing`` (take,
 skip), ``aggregates`` (scan, aggregate), ``windows`` (buffer, window), ``dedup`` (distinct,
-distinct_until_changed), ``ranking`` (top_k), ``combining`` (combine_latest, zip) and
+distinct_until_changed, dedup), ``timewindows`` (session_window, tumbling_window,
+sliding_window), ``expiry`` (expire_after), ``ranking`` (top_k), ``combining`` (combine_latest, zip) and
 ``chaining`` (chain); what they share is in ``_base``. This module gathers them.
 
 An operator is a callable ``op(key, rows, state) -> rows``: ``rows`` are this key's rows of
@@ -36,9 +37,11 @@ from objectspace.operators._base import AGGREGATES, KeyedOperator, Row
 from objectspace.operators.aggregates import aggregate, scan
 from objectspace.operators.chaining import chain
 from objectspace.operators.combining import combine_latest, zip
-from objectspace.operators.dedup import distinct, distinct_until_changed
+from objectspace.operators.dedup import dedup, distinct, distinct_until_changed
+from objectspace.operators.expiry import expire_after
 from objectspace.operators.ranking import top_k
 from objectspace.operators.slicing import skip, take
+from objectspace.operators.timewindows import session_window, sliding_window, tumbling_window
 from objectspace.operators.windows import buffer, window
 
 __all__ = [
@@ -49,12 +52,17 @@ __all__ = [
     "buffer",
     "chain",
     "combine_latest",
+    "dedup",
     "distinct",
     "distinct_until_changed",
+    "expire_after",
     "scan",
+    "session_window",
     "skip",
+    "sliding_window",
     "take",
     "top_k",
+    "tumbling_window",
     "window",
     "zip",
 ]

@@ -1,0 +1,338 @@
+"""``session_window``, ``tumbling_window`` and ``sliding_window``: event-time windows per key.
+
+Each window (a session, or a window of fixed size aligned to the epoch) keeps its running
+aggregates in one entry of a dict of the key's state. A fixed window has one event-time
+timer at its end; a key's sessions share one timer, at or before the earliest session end
+(a growing session keeps it, an early firing arms the next). When the watermark reaches a
+window's end its timer has fired and the window is emitted once, as ``{"start", "end",
+<aggs>}`` with aware UTC datetimes, and its entry is deleted. So a batch writes one dict
+entry per window it touched, and a window costs about one timer registration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from objectspace.operators._base import (
+    KeyedOperator,
+    Row,
+    _check_agg,
+    _check_column,
+    _check_duration,
+    _check_optional_column,
+    _format_duration,
+    _Operator,
+    _row_times,
+)
+from objectspace.operators.state import KeyState
+from objectspace.operators.timing import from_ms, to_ms
+
+__all__ = ["session_window", "sliding_window", "tumbling_window"]
+
+# An accumulator is a list [count, sum, min, max]; ``start``/``end`` sit in front of it.
+_COUNT, _SUM, _MIN, _MAX = range(4)
+
+
+def _check_aggs(op: str, aggs: object) -> tuple[str, ...]:
+    if isinstance(aggs, str) or not isinstance(aggs, Iterable):
+        raise ValueError(f"{op}: aggs must be a list of aggregate names, got {aggs!r}")
+    names = tuple(_check_agg(op, a) for a in aggs)
+    if len(set(names)) != len(names):
+        raise ValueError(f"{op}: aggs must be distinct, got {list(names)!r}")
+    return names
+
+
+class _TimeWindowed(_Operator):
+    """What the three window operators share: the aggregates and the emitted row."""
+
+    __slots__ = ("aggs", "needs", "time", "value")
+
+    def __init__(self, value: str, aggs: tuple[str, ...], time: str | None) -> None:
+        self.value = value
+        self.aggs = aggs
+        self.time = time
+        # (needs a value, needs the sum, needs min, needs max)
+        self.needs = (
+            any(a != "count" for a in aggs),
+            "sum" in aggs or "mean" in aggs,
+            "min" in aggs,
+            "max" in aggs,
+        )
+
+    def _agg_args(self) -> Iterable[str]:
+        yield f"value={self.value!r}"
+        yield f"aggs={self.aggs!r}"
+        if self.time is not None:
+            yield f"time={self.time!r}"
+
+    def _add(self, entry: list[Any], offset: int, row: Row) -> None:
+        """Add ``row`` to the accumulator that starts at ``entry[offset]``, in place."""
+        entry[offset + _COUNT] += 1
+        use_value, use_sum, use_min, use_max = self.needs
+        if not use_value:
+            return
+        try:
+            v = row[self.value]
+        except KeyError:
+            raise KeyError(f"{self!r}: input row has no column {self.value!r}: {row!r}") from None
+        if use_sum:
+            entry[offset + _SUM] += v
+        if use_min or use_max:
+            if v is None:
+                raise ValueError(f"{self!r}: {self.value} is None (null) in row {row!r}")
+            if use_min and (entry[offset + _MIN] is None or v < entry[offset + _MIN]):
+                entry[offset + _MIN] = v
+            if use_max and (entry[offset + _MAX] is None or v > entry[offset + _MAX]):
+                entry[offset + _MAX] = v
+
+    @staticmethod
+    def _merge(into: list[Any], offset: int, other: list[Any]) -> None:
+        into[offset + _COUNT] += other[offset + _COUNT]
+        into[offset + _SUM] += other[offset + _SUM]
+        for i, better in ((_MIN, min), (_MAX, max)):
+            a, b = into[offset + i], other[offset + i]
+            into[offset + i] = b if a is None else a if b is None else better(a, b)
+
+    def _row(self, start: int, end: int, entry: list[Any], offset: int) -> Row:
+        out: Row = {"start": from_ms(start), "end": from_ms(end)}
+        count = entry[offset + _COUNT]
+        for agg in self.aggs:
+            if agg == "count":
+                out[agg] = count
+            elif agg == "sum":
+                out[agg] = entry[offset + _SUM]
+            elif agg == "mean":
+                out[agg] = entry[offset + _SUM] / count
+            else:
+                out[agg] = entry[offset + (_MIN if agg == "min" else _MAX)]
+        return out
+
+
+class _SessionWindow(_TimeWindowed):
+    __slots__ = ("gap",)
+    name = "session_window"
+
+    def __init__(self, gap: int, value: str, aggs: tuple[str, ...], time: str | None) -> None:
+        super().__init__(value, aggs, time)
+        self.gap = gap
+
+    def _args(self) -> Iterable[str]:
+        return (_format_duration(self.gap), *self._agg_args())
+
+    def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        gap = self.gap
+        sessions = state.dict("sessions")
+        # A local copy of the open sessions, start -> [end, count, sum, min, max], written
+        # back where a session changed: an untouched session writes nothing.
+        before = {s: e for s, e in sessions.items()}
+        open_ = {s: list(e) for s, e in before.items()}
+        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
+            # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
+            hits = sorted(s for s, e in open_.items() if s <= t + gap and e[0] >= t)
+            if not hits:
+                entry = open_[t] = [t + gap, 0, 0, None, None]
+            else:
+                entry = open_.pop(hits[0])
+                for s in hits[1:]:
+                    other = open_.pop(s)
+                    entry[0] = max(entry[0], other[0])
+                    self._merge(entry, 1, other)
+                entry[0] = max(entry[0], t + gap)
+                open_[min(hits[0], t)] = entry
+            self._add(entry, 1, row)
+        for s in before.keys() - open_.keys():
+            del sessions[s]
+        for s, entry in open_.items():
+            if before.get(s) != entry:
+                sessions[s] = entry
+        self._arm(state, min(e[0] for e in open_.values()) if open_ else None)
+        return []
+
+    @staticmethod
+    def _arm(state: KeyState, first: int | None) -> None:
+        """Keep one timer at or before the earliest session end ``first``.
+
+        A session that grows keeps its timer: when it fires early, :meth:`on_timer` arms
+        the next one. So a batch that extends a session writes its dict entry only, not a
+        timer delete and register each time its end moves."""
+        timers = state.timers
+        armed = [to_ms(t) for t in timers.list()]
+        if first is None or (armed and armed[0] <= first):
+            return
+        for t in armed:
+            timers.delete(t)
+        timers.register(first)
+
+    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+        """Emit (and forget) the key's sessions that the watermark reached (end at or before
+        it), and arm the timer of the next one."""
+        if "sessions" not in state:
+            return []
+        clock = state.clock
+        now = to_ms(when) if clock is None or clock.now is None else max(clock.now, to_ms(when))
+        sessions = state.dict("sessions")
+        due = sorted((s, e) for s, e in sessions.items() if e[0] <= now)
+        out = []
+        for start, entry in due:
+            del sessions[start]
+            out.append(self._row(start, entry[0], entry, 1))
+        if sessions:
+            self._arm(state, min(e[0] for e in sessions.values()))
+        else:
+            state.delete("sessions")
+        return out
+
+
+def session_window(
+    gap: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum"), *, time: str | None = None
+) -> KeyedOperator:
+    """Sessions of each key's events, as Spark's ``session_window(event_time, gap)``.
+
+    An event at time ``t`` joins (and extends) an open session if ``t`` lies within
+    ``gap`` of it (``start - gap <= t <= end``, where ``end`` is the session's last event
+    plus ``gap``: an event at exactly ``last + gap`` is included); an event that touches
+    two sessions merges them; otherwise it opens a new session ``[t, t + gap]``. Events may
+    arrive out of order (within the watermark delay). When the watermark reaches a
+    session's ``end``, it is emitted once as ``{"start": first event, "end": last event +
+    gap, <agg>: ...}`` (aware UTC datetimes; one field per name of ``aggs``, see
+    :data:`AGGREGATES`, computed over ``row[value]``) and forgotten. Needs
+    ``time_mode="event"``; the event time is column ``time`` (default: the runner's
+    ``event_time``). ``gap`` is a ``timedelta`` or a string like ``"2 minutes"``. Example::
+
+        sim = simulate(session_window("30 minutes", value="amount", time="ts"), batches,
+                       key="user", order_by="ts", time_mode="event", event_time="ts")
+        # sim.outputs[i]: [{"user": ..., "start": datetime(..., tzinfo=UTC), "end": ...,
+        #                   "count": 3, "sum": 42.0}, ...]
+
+    State: dict ``"sessions"`` from a session's start (epoch ms) to ``[end, count, sum,
+    min, max]``, deleted when the key has no open session, and one event-time timer at or
+    before the earliest end (a session that grows keeps its timer; when it fires early the
+    next one is armed). Cost: O(open sessions of the key) per row; writes: one dict entry
+    per session a batch touched, one timer per armed end.
+    """
+    return _SessionWindow(
+        _check_duration("session_window", "gap", gap),
+        _check_column("session_window", "value", value),
+        _check_aggs("session_window", aggs),
+        _check_optional_column("session_window", "time", time),
+    )
+
+
+class _FixedWindow(_TimeWindowed):
+    """Windows ``[start, start + size)`` with starts at multiples of ``slide``."""
+
+    __slots__ = ("size", "slide")
+    name = "sliding_window"
+
+    def __init__(
+        self, size: int, slide: int, value: str, aggs: tuple[str, ...], time: str | None
+    ) -> None:
+        super().__init__(value, aggs, time)
+        self.size = size
+        self.slide = slide
+
+    def _args(self) -> Iterable[str]:
+        return (_format_duration(self.size), _format_duration(self.slide), *self._agg_args())
+
+    def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        size, slide = self.size, self.slide
+        windows = state.dict("windows")
+        timers = state.timers
+        touched: dict[int, list[Any]] = {}
+        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
+            # The windows holding t: starts s = k * slide with s <= t < s + size.
+            s = t - t % slide
+            while s > t - size:
+                entry = touched.get(s)
+                if entry is None:
+                    old = windows.get(s)
+                    if old is None:
+                        entry = [0, 0, None, None]
+                        timers.register(s + size)
+                    else:
+                        entry = list(old)
+                    touched[s] = entry
+                self._add(entry, 0, row)
+                s -= slide
+        for s, entry in touched.items():
+            windows[s] = entry
+        return []
+
+    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+        """Emit (and forget) the key's windows whose end is at or before ``when``."""
+        if "windows" not in state:
+            return []
+        now, size = to_ms(when), self.size
+        windows = state.dict("windows")
+        out = []
+        for start in sorted(s for s in windows if s + size <= now):
+            out.append(self._row(start, start + size, windows.pop(start), 0))
+        if not windows:
+            state.delete("windows")
+        return out
+
+
+class _TumblingWindow(_FixedWindow):
+    __slots__ = ()
+    name = "tumbling_window"
+
+    def _args(self) -> Iterable[str]:
+        return (_format_duration(self.size), *self._agg_args())
+
+
+def tumbling_window(
+    size: Any, value: str = "v", aggs: Sequence[str] = ("count", "sum"), *, time: str | None = None
+) -> KeyedOperator:
+    """Event-time tumbling windows, as Spark's ``window(event_time, size)``.
+
+    Windows ``[start, start + size)`` with ``start`` a multiple of ``size`` since the epoch
+    (1970-01-01 UTC), as Spark aligns them. Each non-empty window is emitted once, when the
+    watermark reaches its end, as ``{"start", "end", <agg>: ...}`` (aware UTC datetimes; one
+    field per name of ``aggs`` over ``row[value]``). Needs ``time_mode="event"``. Example::
+
+        tumbling_window("1 minute", value="bytes", aggs=("count", "max"), time="ts")
+
+    State: dict ``"windows"`` from a window's start (epoch ms) to ``[count, sum, min,
+    max]``, deleted when no window is open, and one event-time timer per open window.
+    Cost: O(1) per row; writes: one entry per window a batch touched, one timer per window.
+    """
+    size_ms = _check_duration("tumbling_window", "size", size)
+    return _TumblingWindow(
+        size_ms,
+        size_ms,
+        _check_column("tumbling_window", "value", value),
+        _check_aggs("tumbling_window", aggs),
+        _check_optional_column("tumbling_window", "time", time),
+    )
+
+
+def sliding_window(
+    size: Any,
+    slide: Any,
+    value: str = "v",
+    aggs: Sequence[str] = ("count", "sum"),
+    *,
+    time: str | None = None,
+) -> KeyedOperator:
+    """Event-time sliding windows, as Spark's ``window(event_time, size, slide)``.
+
+    Windows ``[start, start + size)`` with ``start`` a multiple of ``slide`` since the
+    epoch, so an event falls in ``ceil(size / slide)`` windows (fewer, or none, when
+    ``slide > size`` leaves gaps). Each non-empty window is emitted once, when the
+    watermark reaches its end, as ``{"start", "end", <agg>: ...}``. Needs
+    ``time_mode="event"``. Example::
+
+        sliding_window("10 minutes", "5 minutes", value="v", aggs=("mean",), time="ts")
+
+    State: as :func:`tumbling_window`. Cost: O(size / slide) per row; writes: one entry
+    per window a batch touched, one timer per window.
+    """
+    return _FixedWindow(
+        _check_duration("sliding_window", "size", size),
+        _check_duration("sliding_window", "slide", slide),
+        _check_column("sliding_window", "value", value),
+        _check_aggs("sliding_window", aggs),
+        _check_optional_column("sliding_window", "time", time),
+    )
