@@ -417,3 +417,21 @@ def test_sqlite_store_corrupt_block_names_file_and_block(tmp_path: Path) -> None
     with pytest.raises(osp.CorruptStateError) as err:
         osp.SQLiteStore(path).reader()
     assert str(path) in str(err.value) and "block 1" in str(err.value)
+
+
+def test_sqlite_store_page_sizes(tmp_path: Path) -> None:
+    """A new store file gets the store's small pages (its rows are whole blocks); other SQLite
+    files get the shared default; an existing file keeps its own."""
+    from objectspace.storage.sql import sqlite_files
+    from objectspace.stores import sqlite as sqlite_store
+
+    store = osp.SQLiteStore(tmp_path / "space.db")
+    assert store.connection.execute("PRAGMA page_size").fetchone() == (sqlite_store.PAGE_SIZE,)
+    store.close()
+    conn = sqlite_files.connect_sqlite(str(tmp_path / "other.db"))
+    conn.execute("CREATE TABLE space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    assert conn.execute("PRAGMA page_size").fetchone() == (sqlite_files.PAGE_SIZE,)
+    conn.close()
+    store = osp.SQLiteStore(tmp_path / "other.db")
+    assert store.connection.execute("PRAGMA page_size").fetchone() == (sqlite_files.PAGE_SIZE,)
+    store.close()
