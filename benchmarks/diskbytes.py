@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -150,14 +151,16 @@ def volume(size_mb: int = 256, *, label: str = "bench") -> Iterator[Volume]:
         vol.files_at_end = tree_size(mount)
     finally:
         if mounted:
-            for _ in range(50):
+            for _attempt in range(30):
                 try:
                     _run("umount", mount)
                     break
-                except subprocess.CalledProcessError:  # still busy: a child closing files
-                    import time
-
+                except subprocess.CalledProcessError:  # busy: a process still holds a file
                     time.sleep(0.1)
+            else:  # detach it now; the kernel unmounts once the last file is closed
+                with suppress(subprocess.CalledProcessError):
+                    _run("umount", "-l", mount)
+                print(f"[diskbytes] {mount} was busy: unmounted lazily", file=sys.stderr)
         if device is not None:
             with suppress(subprocess.CalledProcessError):
                 _run("losetup", "-d", device)
