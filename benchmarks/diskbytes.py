@@ -99,8 +99,12 @@ def _run(*cmd: str) -> str:
 
 
 @contextmanager
-def volume(size_mb: int = 256, *, label: str = "bench") -> Iterator[Volume]:
+def volume(size_mb: int = 1024, *, label: str = "bench") -> Iterator[Volume]:
     """A fresh ext4 volume mounted at a temporary folder, its written bytes measured.
+
+    The image is a sparse file of ``size_mb`` under the system's temporary folder. A file
+    still open when the block ends (a Spark Python worker's cached connection) leaves the
+    volume busy: it is then unmounted lazily, after the measurement.
 
     Falls back (with a message on stderr) to a temporary folder and :func:`process_written`
     when not root or when the loop device cannot be set up; ``Volume.method`` says which.
@@ -125,6 +129,8 @@ def volume(size_mb: int = 256, *, label: str = "bench") -> Iterator[Volume]:
                     "mkfs.ext4",
                     "-q",
                     "-F",
+                    "-i",
+                    "65536",  # one inode per 64 KiB: small inode tables to initialise
                     "-E",
                     "lazy_itable_init=0,lazy_journal_init=0",
                     image,
