@@ -435,3 +435,32 @@ def test_sqlite_store_page_sizes(tmp_path: Path) -> None:
     store = osp.SQLiteStore(tmp_path / "other.db")
     assert store.connection.execute("PRAGMA page_size").fetchone() == (sqlite_files.PAGE_SIZE,)
     store.close()
+
+
+def test_sqlite_store_compaction_does_not_change_bytes_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bytes_written`` counts what the checkpoint changed, the same as MemoryStore's plus
+    the row overhead, whether or not the commit compacts the chain into a snapshot."""
+    from objectspace import tables
+    from objectspace.stores import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "COMPACT_MIN_BYTES", 0)
+    monkeypatch.setattr(sqlite_store, "MAX_CHAIN", 2)
+    counts = []
+    for store in (osp.MemoryStore(), osp.SQLiteStore(tmp_path / "s.db")):
+        space = osp.ObjectSpace()
+        lists = [space.create_list(f"l{i}") for i in range(5)]
+        for lst in lists:
+            lst.append(-1)
+        space.checkpoint(store)  # every table exists from here on
+        seen = []
+        for round_ in range(4):
+            for lst in lists:
+                lst.append(round_)
+            stats = space.checkpoint(store)
+            seen.append((stats.bytes_written, stats.items_written))
+        counts.append(seen)
+    memory, sqlite = counts
+    assert [b + n * tables.ROW_OVERHEAD for b, n in memory] == [b for b, _ in sqlite]
+    assert any(seq > 1 for seq, full in _blocks(tmp_path / "s.db") if full)

@@ -309,13 +309,17 @@ class _SQLiteWriter(StateWriter):
         changes = self.changes
         written = 0
         puts = deletes = 0
-        for change in changes.values():
+        stored: list[str] = []  # tables this commit puts rows into
+        for name, change in changes.items():
+            before = puts
             for key, value in change.rows.items():
                 if value is DELETED:
                     deletes += 1
                 else:
                     puts += 1
                     written += len(value) + len(key)  # type: ignore[arg-type]
+            if puts > before:
+                stored.append(name)
         stats.items_written = puts
         stats.items_deleted = 0 if full else deletes
         stats.tables_deleted = sum(1 for c in changes.values() if c.truncated)
@@ -353,12 +357,12 @@ class _SQLiteWriter(StateWriter):
                         table.rows.update(change.rows)
                     block, _ = blocks.encode(state, True)
                     full = True
-                if full:
-                    new_names = {n for n, c in changes.items() if c.rows}
+                # A table's name counts the first time it is stored (as MemoryStore counts),
+                # whether or not this commit compacts.
+                if self.kind is CheckpointKind.FULL:
+                    new_names = set(stored)
                 else:
-                    new_names = {
-                        n for n, c in changes.items() if (c.truncated or n not in names) and c.rows
-                    }
+                    new_names = {n for n in stored if changes[n].truncated or n not in names}
                 written += sum(len(n.encode("utf-8")) + ROW_OVERHEAD for n in new_names)
                 written += ROW_OVERHEAD * puts
                 if block:
