@@ -464,3 +464,24 @@ def test_sqlite_store_compaction_does_not_change_bytes_written(
     memory, sqlite = counts
     assert [b + n * tables.ROW_OVERHEAD for b, n in memory] == [b for b, _ in sqlite]
     assert any(seq > 1 for seq, full in _blocks(tmp_path / "s.db") if full)
+
+
+def test_sqlite_store_opens_while_another_connection_writes(tmp_path: Path) -> None:
+    """Opening a store file of the current version takes no write lock: a reader opens and
+    reads while another connection holds a write transaction."""
+    import threading
+
+    path = tmp_path / "space.db"
+    _space_store(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(osp.SQLiteStore(path).dump()), daemon=True)
+    try:
+        thread.start()
+        thread.join(5)
+        assert got and got[0], "the reader waited for the writer's lock"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        thread.join(60)

@@ -155,7 +155,17 @@ class SQLiteStore(Store):
         return self._conn
 
     def _open(self, conn: sqlite3.Connection) -> None:
-        """Create the schema, refuse a newer version, convert version 1."""
+        """Create the schema, refuse a newer version, convert version 1. A file already of
+        this version is only read (no write lock taken)."""
+        tables = {
+            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if "space_blocks" in tables and "space_rows" not in tables:
+            row = conn.execute(
+                "SELECT value FROM space_meta WHERE name = 'schema_version'"
+            ).fetchone()
+            if row is not None and int(row[0]) == SCHEMA_VERSION:
+                return
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA.split(";"):
