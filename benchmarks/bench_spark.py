@@ -64,6 +64,7 @@ from benchmarks.common import (
     status,
     temp_dir,
 )
+from benchmarks.diskbytes import volume
 
 VARIANTS = ("floor", "sqlite", "segments", "apiws", "tws")
 WORKLOADS = ("buffer", "throughput")
@@ -75,6 +76,7 @@ LABELS = {
     "tws": "transformWithStateInPandas (RocksDB)",
 }
 THROUGHPUT_VARIANTS = ("floor", "sqlite", "apiws", "tws")
+VOLUME_MB = 1024  # each variant's checkpoint volume (a sparse file)
 
 INPUT_DDL = "k LONG, ts LONG, v DOUBLE"
 OUTPUT_DDL = "k long, n long, s double"
@@ -122,6 +124,9 @@ class Result:
     state_bytes: int | None = None
     state_kinds: dict[str, int] = field(default_factory=dict)
     disk_bytes: int | None = None
+    volume_bytes: int | None = None
+    volume_files: int | None = None
+    volume_method: str = ""
     sink_seconds: float = 0.0
     fb_seconds: float = 0.0
     add_batch: float = 0.0
@@ -404,7 +409,16 @@ class Bench:
         return wall, query
 
     def run(self, variant: str, work: Workload) -> Result:
-        folder = os.path.join(self.root, f"{work.name}-{variant}")
+        """One variant with its whole checkpoint location (objectspace's storage and Spark's
+        offset and commit logs and state store) on its own loop-mounted volume."""
+        with volume(size_mb=VOLUME_MB, label=f"{work.name}-{variant}") as vol:
+            res = self._run_in(variant, work, os.path.join(vol.path, f"{work.name}-{variant}"))
+        res.volume_bytes = vol.written
+        res.volume_files = vol.files_at_end
+        res.volume_method = vol.method
+        return res
+
+    def _run_in(self, variant: str, work: Workload, folder: str) -> Result:
         os.makedirs(folder)
         checkpoint = os.path.join(folder, "checkpoint")
         load0 = os.getloadavg()[0]
@@ -644,7 +658,9 @@ def results_table(results: Sequence[Result], work: Workload) -> str:
         "load avg before / after",
         "output rows",
         "output correct",
-        "state bytes written",
+        "written to the checkpoint volume",
+        "files on the volume at end",
+        "state bytes written (logical)",
         "state on disk at end",
         "Σ addBatch",
         "Σ state store update / commit (over partitions)",
@@ -673,6 +689,8 @@ def results_table(results: Sequence[Result], work: Workload) -> str:
                 f"{r.load[0]:.1f} / {r.load[1]:.1f}",
                 f"{r.output_rows:,}" if r.variant != "floor" else "-",
                 ("yes" if r.ok else "**NO**") if r.variant != "floor" else "-",
+                fmt_bytes(r.volume_bytes) if r.volume_bytes is not None else "-",
+                fmt_bytes(r.volume_files) if r.volume_files is not None else "-",
                 state,
                 disk,
                 fmt_s(r.add_batch),
@@ -738,6 +756,25 @@ def verdicts(buffer_res: dict[str, Result], thr_res: dict[str, Result]) -> tuple
                     f"buffer: state bytes, {LABELS[v]}",
                     "< every Spark variant",
                     f"{fmt_bytes(mine)} vs {fmt_bytes(best)} (smallest Spark)",
+                    status(met),
+                ]
+            )
+    for work_name, res_of in (("buffer", buffer_res), ("throughput", thr_res)):
+        tws = res_of.get("tws")
+        if tws is None or tws.volume_bytes is None:
+            continue
+        for v in ("sqlite", "segments"):
+            mine_r = res_of.get(v)
+            if mine_r is None or mine_r.volume_bytes is None:
+                continue
+            met = mine_r.volume_bytes <= 0.5 * tws.volume_bytes
+            all_met &= met
+            rows.append(
+                [
+                    f"{work_name}: written to the checkpoint volume, {LABELS[v]}",
+                    "<= 1/2 of transformWithStateInPandas",
+                    f"{fmt_bytes(mine_r.volume_bytes)} vs {fmt_bytes(tws.volume_bytes)} "
+                    f"({mine_r.volume_bytes / max(1, tws.volume_bytes):.2f}x)",
                     status(met),
                 ]
             )
@@ -863,8 +900,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(
                     f"   wall {fmt_s(res.wall)}, {res.batches} batches, "
                     f"{res.output_rows:,} output rows, state "
-                    f"{fmt_bytes(res.state_bytes) if res.state_bytes is not None else '-'}"
-                    + "".join(f"\n   {n}" for n in res.notes),
+                    f"{fmt_bytes(res.state_bytes) if res.state_bytes is not None else '-'}, "
+                    f"{fmt_bytes(res.volume_bytes or 0)} written to the checkpoint volume "
+                    f"({res.volume_method}), {fmt_bytes(res.volume_files or 0)} of files there "
+                    "at the end" + "".join(f"\n   {n}" for n in res.notes),
                     flush=True,
                 )
                 shutil.rmtree(os.path.join(root, f"{work.name}-{variant}"), ignore_errors=True)
@@ -902,8 +941,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "first. Every variant feeds its output to the same `foreachBatch` sink (collect, "
             "count, sum), checked against a plain Python run. Wall: `start()` to "
             "`awaitTermination()`. State bytes: StatefulRunner = sum of `bytes_written` over "
-            "its checkpoints (`runner.history`), 128 key groups, parallelism 4; Spark = all "
-            "files under `<checkpointLocation>/state` right after the query ended, with "
+            "its checkpoints (`runner.history`), 128 key groups, parallelism 4. Written to the checkpoint volume: each variant's checkpoint location "
+            "(objectspace's storage and Spark's offset/commit logs and state store) on its "
+            "own fresh ext4 loop volume, bytes written to that block device "
+            "(`/sys/block/loopN/stat` field 7 x 512) between the query's start and its end, "
+            "`sync` on both sides (`benchmarks/diskbytes.py`); files on the volume at end: "
+            "their total size. State bytes for Spark = all files under `<checkpointLocation>/state` right after the query ended, with "
             "`spark.sql.streaming.minBatchesToRetain=1000` so that nothing was deleted "
             "(deltas/changelogs, snapshots written by the maintenance thread, `.crc` files, "
             "schema/metadata files). applyInPandasWithState keeps the buffer as a JSON "

@@ -238,45 +238,254 @@ def test_sqlite_store_flipped_byte_is_detected(tmp_path: Path) -> None:
     assert str(path) in str(err.value) and "checksum" in str(err.value)
 
 
-def test_sqlite_store_deleted_table_name_is_detected(tmp_path: Path) -> None:
-    path = tmp_path / "space.db"
-    _space_store(path)
+_V1_SCHEMA = """
+CREATE TABLE space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE space_tables (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE space_rows (
+    tbl INTEGER NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL, crc INTEGER,
+    PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+INSERT INTO space_meta VALUES ('schema_version', '1');
+"""
+
+
+def _v1_store(path: Path) -> dict[str, dict[bytes, bytes]]:
+    """A store file of schema version 1 (a row per entry, CRC-32 checksums) holding
+    :func:`_space_store`'s space; returns its tables."""
+    import zlib
+
+    memory = osp.MemoryStore()
+    space = osp.ObjectSpace()
+    space.create_value("account", "ACC-1")
+    space.create_list("log").extend(range(50))
+    space.checkpoint(memory)
+    dump = memory.dump()
     conn = sqlite3.connect(path)
+    conn.executescript(_V1_SCHEMA)
     with conn:
-        conn.execute("DELETE FROM space_tables WHERE id = (SELECT MIN(tbl) FROM space_rows)")
+        for tid, (name, rows) in enumerate(dump.items(), 1):
+            conn.execute("INSERT INTO space_tables VALUES (?, ?)", (tid, name))
+            seed = zlib.crc32(name.encode())
+            for key, value in rows.items():
+                crc = zlib.crc32(value, zlib.crc32(key, seed) ^ len(key)) - (1 << 31)
+                conn.execute("INSERT INTO space_rows VALUES (?, ?, ?, ?)", (tid, key, value, crc))
     conn.close()
-    with pytest.raises(osp.CorruptStateError, match="no name"):
-        osp.SQLiteStore(path).reader()
+    return dump
 
 
-def test_sqlite_store_rows_without_checksum_are_read(tmp_path: Path) -> None:
-    """A store written before checksums: its rows are read, unverified, and new writes
-    get checksums."""
+def test_sqlite_store_version_1_is_converted(tmp_path: Path) -> None:
+    """A store of the previous format (a row per entry) is read, converted into one
+    snapshot block, and written to as usual afterwards."""
     path = tmp_path / "space.db"
-    _space_store(path)
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute("UPDATE space_rows SET crc = NULL")
-    conn.close()
-    space = osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
-    assert space.get_value("account").value == "ACC-1"
-    assert list(space.get_list("log")) == list(range(50))
-
-
-def test_sqlite_store_from_before_checksums_is_upgraded(tmp_path: Path) -> None:
-    path = tmp_path / "space.db"
-    _space_store(path)
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute("ALTER TABLE space_rows DROP COLUMN crc")
-    conn.close()
+    dump = _v1_store(path)
     store = osp.SQLiteStore(path)
+    assert store.dump() == dump
     space = osp.ObjectSpace.load(store.reader())
     space.get_value("account").value = "ACC-2"
     space.checkpoint(store)
     store.close()
     space = osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
     assert space.get_value("account").value == "ACC-2"
+    assert list(space.get_list("log")) == list(range(50))
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT COUNT(crc) FROM space_rows").fetchone()[0] >= 1
+    tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = conn.execute("SELECT value FROM space_meta WHERE name = 'schema_version'")
+    assert tables == {"space_meta", "space_blocks"} and version.fetchone() == ("2",)
     conn.close()
+
+
+def test_sqlite_store_version_1_deleted_table_name_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    _v1_store(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DELETE FROM space_tables WHERE id = (SELECT MIN(tbl) FROM space_rows)")
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="no name") as err:
+        osp.SQLiteStore(path).reader()
+    assert "schema version 1" in str(err.value)
+    conn = sqlite3.connect(path)  # left as it was: not converted
+    assert conn.execute("SELECT COUNT(*) FROM space_rows").fetchone()[0] > 0
+    conn.close()
+
+
+def test_sqlite_store_version_1_flipped_byte_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    _v1_store(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE space_rows SET value = CAST(X'A5414343' || value AS BLOB) WHERE length(value) > 3"
+        )
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="checksum"):
+        osp.SQLiteStore(path).reader()
+
+
+def test_sqlite_store_version_1_rows_without_checksum_are_read(tmp_path: Path) -> None:
+    """Rows written before checksums (``NULL``, or no ``crc`` column) are read unverified."""
+    for drop in (False, True):
+        path = tmp_path / f"space-{drop}.db"
+        _v1_store(path)
+        conn = sqlite3.connect(path)
+        with conn:
+            if drop:
+                conn.execute("ALTER TABLE space_rows DROP COLUMN crc")
+            else:
+                conn.execute("UPDATE space_rows SET crc = NULL")
+        conn.close()
+        space = osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
+        assert space.get_value("account").value == "ACC-1"
+        assert list(space.get_list("log")) == list(range(50))
+
+
+def _blocks(path: Path) -> list[tuple[int, int]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT seq, full FROM space_blocks ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+
+
+def test_sqlite_store_writes_one_block_per_commit(tmp_path: Path) -> None:
+    """A commit appends one row, whatever the number of tables and entries it changes."""
+    path = tmp_path / "space.db"
+    store = osp.SQLiteStore(path)
+    space = osp.ObjectSpace()
+    lists = [space.create_list(f"l{i}") for i in range(20)]
+    space.checkpoint(store)
+    for round_ in range(3):
+        for lst in lists:
+            lst.append(round_)
+        space.checkpoint(store)
+    store.close()
+    assert _blocks(path) == [(1, 0), (2, 0), (3, 0), (4, 0)]
+    space = osp.ObjectSpace.load(osp.SQLiteStore(path).reader())
+    assert [list(space.get_list(f"l{i}")) for i in range(20)] == [[0, 1, 2]] * 20
+
+
+def test_sqlite_store_compacts_its_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Differential blocks that outweigh the snapshot are compacted into a new snapshot,
+    which replaces the chain; a FULL checkpoint does too."""
+    from objectspace.stores import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "COMPACT_MIN_BYTES", 0)
+    monkeypatch.setattr(sqlite_store, "MAX_CHAIN", 4)
+    path = tmp_path / "space.db"
+    store = osp.SQLiteStore(path)
+    space = osp.ObjectSpace()
+    d = space.create_dict("d")
+    for i in range(200):
+        d[i] = i
+    space.checkpoint(store, kind=osp.CheckpointKind.FULL)
+    assert _blocks(path) == [(1, 1)]
+    for i in range(6):
+        d[i] = -i
+        del d[100 + i]
+        space.checkpoint(store)
+        chain = _blocks(path)
+        assert chain[0][1] == 1 and len(chain) <= 4
+    assert any(seq > 1 for seq, full in _blocks(path) if full)
+    expected = {i: (-i if i < 6 else i) for i in range(200) if not 100 <= i < 106}
+    store.close()
+    assert dict(osp.ObjectSpace.load(osp.SQLiteStore(path).reader()).get_dict("d")) == expected
+
+
+def test_sqlite_store_missing_block_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    store = osp.SQLiteStore(path)
+    space = osp.ObjectSpace()
+    d = space.create_dict("d")
+    for i in range(3):
+        d[i] = i
+        space.checkpoint(store)
+    store.close()
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DELETE FROM space_blocks WHERE seq = 2")
+    conn.close()
+    with pytest.raises(osp.CorruptStateError, match="block 2 of its chain is missing"):
+        osp.SQLiteStore(path).reader()
+
+
+def test_sqlite_store_corrupt_block_names_file_and_block(tmp_path: Path) -> None:
+    path = tmp_path / "space.db"
+    _space_store(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE space_blocks SET block = CAST(substr(block, 1, 20) || X'00' || "
+            "substr(block, 22) AS BLOB) WHERE seq = 1"
+        )
+    conn.close()
+    with pytest.raises(osp.CorruptStateError) as err:
+        osp.SQLiteStore(path).reader()
+    assert str(path) in str(err.value) and "block 1" in str(err.value)
+
+
+def test_sqlite_store_page_sizes(tmp_path: Path) -> None:
+    """A new store file gets the store's small pages (its rows are whole blocks); other SQLite
+    files get the shared default; an existing file keeps its own."""
+    from objectspace.storage.sql import sqlite_files
+    from objectspace.stores import sqlite as sqlite_store
+
+    store = osp.SQLiteStore(tmp_path / "space.db")
+    assert store.connection.execute("PRAGMA page_size").fetchone() == (sqlite_store.PAGE_SIZE,)
+    store.close()
+    conn = sqlite_files.connect_sqlite(str(tmp_path / "other.db"))
+    conn.execute("CREATE TABLE space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    assert conn.execute("PRAGMA page_size").fetchone() == (sqlite_files.PAGE_SIZE,)
+    conn.close()
+    store = osp.SQLiteStore(tmp_path / "other.db")
+    assert store.connection.execute("PRAGMA page_size").fetchone() == (sqlite_files.PAGE_SIZE,)
+    store.close()
+
+
+def test_sqlite_store_compaction_does_not_change_bytes_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bytes_written`` counts what the checkpoint changed, the same as MemoryStore's plus
+    the row overhead, whether or not the commit compacts the chain into a snapshot."""
+    from objectspace import tables
+    from objectspace.stores import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "COMPACT_MIN_BYTES", 0)
+    monkeypatch.setattr(sqlite_store, "MAX_CHAIN", 2)
+    counts = []
+    for store in (osp.MemoryStore(), osp.SQLiteStore(tmp_path / "s.db")):
+        space = osp.ObjectSpace()
+        lists = [space.create_list(f"l{i}") for i in range(5)]
+        for lst in lists:
+            lst.append(-1)
+        space.checkpoint(store)  # every table exists from here on
+        seen = []
+        for round_ in range(4):
+            for lst in lists:
+                lst.append(round_)
+            stats = space.checkpoint(store)
+            seen.append((stats.bytes_written, stats.items_written))
+        counts.append(seen)
+    memory, sqlite = counts
+    assert [b + n * tables.ROW_OVERHEAD for b, n in memory] == [b for b, _ in sqlite]
+    assert any(seq > 1 for seq, full in _blocks(tmp_path / "s.db") if full)
+
+
+def test_sqlite_store_opens_while_another_connection_writes(tmp_path: Path) -> None:
+    """Opening a store file of the current version takes no write lock: a reader opens and
+    reads while another connection holds a write transaction."""
+    import threading
+
+    path = tmp_path / "space.db"
+    _space_store(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(osp.SQLiteStore(path).dump()), daemon=True)
+    try:
+        thread.start()
+        thread.join(5)
+        assert got and got[0], "the reader waited for the writer's lock"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        thread.join(60)
