@@ -1,7 +1,7 @@
 """SQLite: the embedded store of one object space, one block per commit.
 
 Each commit appends one row to ``space_blocks``: the commit's edits of every table, encoded
-as one compressed, checksummed block (:mod:`objectspace.stores.blocks`). Appended rows land
+as one compressed, checksummed block (the format of every checkpoint block, :mod:`objectspace.storage.blocks`). Appended rows land
 at the end of the table's B-tree, so a commit writes the block's pages and the few pages on
 the path to them, whatever the size of the state; rewriting rows scattered through a B-tree
 (the previous format) dirtied a page per edited row. A reader replays the chain: the last
@@ -26,8 +26,8 @@ from typing import Any
 
 from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage import forks
+from objectspace.storage.blocks import decode_block, encode_block
 from objectspace.storage.sql.sqlite_files import check_sqlite_file, connect_sqlite
-from objectspace.stores import blocks
 from objectspace.stores.base import Store
 from objectspace.tables import (
     DELETED,
@@ -227,7 +227,7 @@ class SQLiteStore(Store):
             if change is None:
                 change = state[name] = TableChanges()
             change.rows[key] = value
-        block, _ = blocks.encode(state, True)
+        block, _ = encode_block(state, True)
         conn.execute(
             "INSERT INTO space_blocks (seq, full, size, block) VALUES "
             "((SELECT COALESCE(MAX(seq), 0) + 1 FROM space_blocks), 1, ?, ?)",
@@ -262,7 +262,7 @@ class SQLiteStore(Store):
                     f"(block {seq} follows {previous or 'nothing'})"
                 )
             previous = seq
-            truncated, rows = blocks.decode(block, where)
+            truncated, rows = decode_block(block, where)
             if full:
                 tables.clear()
             for name in truncated:
@@ -349,7 +349,7 @@ class _SQLiteWriter(StateWriter):
                 if not full and not changes:
                     block = b""
                 else:
-                    block, _ = blocks.encode(changes, full)
+                    block, _ = encode_block(changes, full)
                 base = chain[0][2] if chain and chain[0][1] else 0
                 deltas = sum(size for _, is_full, size in chain if not is_full)
                 compact = bool(chain) and (
@@ -365,7 +365,7 @@ class _SQLiteWriter(StateWriter):
                         if change.truncated or table is None:
                             table = state[name] = TableChanges()
                         table.rows.update(change.rows)
-                    block, _ = blocks.encode(state, True)
+                    block, _ = encode_block(state, True)
                     full = True
                 # A table's name counts the first time it is stored (as MemoryStore counts),
                 # whether or not this commit compacts.
