@@ -1,7 +1,7 @@
 """Run every benchmark in sequence: ``python -m benchmarks [--quick] [--no-record] [NAME ...]``.
 
 NAME picks a subset (``buffer``, ``mutation``, ``checkpoint``, ``restore``, ``keygroups``,
-``segments``, ``postgres``, ``spark``, ``sessions``); the other flags
+``segments``, ``lookup``, ``ttl``, ``postgres``, ``spark``, ``sessions``); the other flags
 are passed to each benchmark (see ``python -m benchmarks.bench_buffer --help``).
 """
 
@@ -19,6 +19,8 @@ NAMES = (
     "restore",
     "keygroups",
     "segments",
+    "lookup",
+    "ttl",
     "postgres",
     "spark",
     "sessions",
