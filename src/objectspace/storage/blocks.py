@@ -444,14 +444,15 @@ def _encode_plain(
                     widths.append(0)
                     value_lens.append(_DELETE)
                     continue
-                width = len(value)
+                put = cast("bytes", value)
+                width = len(put)
                 if 0 < width <= 64:
                     widths.append(width)
-                    fixed.setdefault(width, []).append(value)
+                    fixed.setdefault(width, []).append(put)
                 else:
                     widths.append(0)
                     value_lens.append(width)
-                    values.append(value)
+                    values.append(put)
                 continue
             table_keys = list(rows)
             table_values = list(rows.values())
