@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import objectspace as osp
+from objectspace.storage.sql import SCHEMA_VERSION
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ckpt_schema_v2.sql"
 KEY = "acct-7"
@@ -55,7 +56,7 @@ def test_a_schema_2_store_is_converted_to_blocks(tmp_path: Path) -> None:
         tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert "ckpt_rows" not in tables and "ckpt_truncates" not in tables
         version = conn.execute("SELECT value FROM ckpt_meta WHERE name = 'schema_version'")
-        assert version.fetchone() == ("3",)
+        assert version.fetchone() == (str(SCHEMA_VERSION),)
         # every write has its block, and its digest is the block's checksum
         writes = conn.execute(
             "SELECT COUNT(*), COUNT(b.write), COUNT(w.digest) FROM ckpt_writes w "

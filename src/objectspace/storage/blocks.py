@@ -424,6 +424,36 @@ def _encode_plain(
                 truncated.append(index)
             index += 1
             rows = change.rows
+            if len(rows) == 1:  # the common case (one entry of an object changed), inline
+                ((key, value),) = rows.items()
+                if value is DELETED and full:
+                    counts.append(0)
+                    key_modes.append(0)
+                    widths.append(0)
+                    continue
+                counts.append(1)
+                rows_total += 1
+                if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
+                    key_modes.append(1)
+                    int_keys.append(int(key))
+                else:
+                    key_modes.append(0)
+                    key_lens.append(len(key))
+                    keys.append(key)
+                if value is DELETED:
+                    widths.append(0)
+                    value_lens.append(_DELETE)
+                    continue
+                put = cast("bytes", value)
+                width = len(put)
+                if 0 < width <= 64:
+                    widths.append(width)
+                    fixed.setdefault(width, []).append(put)
+                else:
+                    widths.append(0)
+                    value_lens.append(width)
+                    values.append(put)
+                continue
             table_keys = list(rows)
             table_values = list(rows.values())
             if full and table_values.count(DELETED):

@@ -53,15 +53,16 @@ from objectspace.storage.contract import (
     WriteSummary,
 )
 from objectspace.storage.sql.catalog import SegmentEntry
-from objectspace.storage.sql.schema import Dialect, added_columns
+from objectspace.storage.sql.schema import DROPPED_INDEXES, Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries
 from objectspace.storage.urls import redact_url
 from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
 
-SCHEMA_VERSION = 3
-"""3: one block per write in ``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
+SCHEMA_VERSION = 4
+"""4: writes indexed by (op, key_group, version), a commit rewrites no index entry; 3: one
+block per write in ``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
 
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
@@ -162,6 +163,11 @@ class SQLBackend(SegmentQueries):
                 tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         if self._columns(tx, "ckpt_rows"):
             self._migrate_rows(tx)
+        if row is not None and int(row[0]) < 4:
+            # Version 4 indexes writes by (op, key_group, version), without ``committed``
+            # (created with the tables): the index of versions 1..3 goes.
+            for index in DROPPED_INDEXES:
+                tx.execute(f"DROP INDEX IF EXISTS {index}")
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             tx.execute(
                 "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",

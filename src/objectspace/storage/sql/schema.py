@@ -8,7 +8,9 @@ column existed. Columns marked ``added`` are not in ``CREATE TABLE``: every stor
 old, gets them by migration, so both have the same column order. A table added after
 schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``) needs no migration of its own: ``IF
 NOT EXISTS`` creates it when an older store is opened (the rows of a version 1 or 2 store are
-converted into blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`).
+converted into blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`). An
+index replaced by a later version is dropped by :data:`DROPPED_INDEXES` when an older store
+is opened.
 
 Neutral types and their rendering:
 
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "DROPPED_INDEXES",
     "INDEXES",
     "NEUTRAL_TYPES",
     "POSTGRES_SCHEMA",
@@ -208,10 +211,19 @@ TABLES: tuple[Table, ...] = (
 """Every table of the SQL checkpoint storage."""
 
 INDEXES: tuple[Index, ...] = (
-    Index("ckpt_writes_chain", "ckpt_writes", ("op", "committed", "key_group", "version")),
+    # Without ``committed`` (schema version 4; versions 1..3 indexed (op, committed,
+    # key_group, version) as ``ckpt_writes_chain``): a commit marks its writes committed in
+    # the table rows alone, which were just appended, instead of moving an index entry per
+    # write from the pending part of the index to its key group's place in the committed
+    # part (pages scattered over the whole index). Queries filter ``committed`` on the rows.
+    Index("ckpt_writes_groups", "ckpt_writes", ("op", "key_group", "version")),
     Index("ckpt_writes_segment", "ckpt_writes", ("segment",)),
 )
 """Every secondary index (primary keys and ``UNIQUE`` constraints are in :data:`TABLES`)."""
+
+DROPPED_INDEXES: tuple[str, ...] = ("ckpt_writes_chain",)
+"""Indexes of older schema versions, dropped when such a store is opened (version 4 replaced
+``ckpt_writes_chain`` by ``ckpt_writes_groups``)."""
 
 
 def _declaration(column: Column, dialect: Dialect, *, inline_key: bool) -> str:
