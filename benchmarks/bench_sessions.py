@@ -336,7 +336,7 @@ class Bench:
                 {"catalog": f"sqlite:///{db}"}
             )
         runner = StatefulRunner(
-            ops.session_window("2 minutes", value="v", aggs=("count", "sum"), time="tsm"),
+            ops.session_window("2 minutes", value="v", aggs=("count", "sum")),
             key="user",
             order_by="tsm",
             output_schema=OUTPUT_DDL,

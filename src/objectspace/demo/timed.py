@@ -34,7 +34,7 @@ PAGES = ("home", "search", "item", "cart", "checkout", "help")
 OUTPUT_SCHEMA = "user long, what string, start timestamp, end timestamp, clicks long, page string"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
-_sessions = ops.session_window("2 minutes", value="v", aggs=("count",), time="ts")
+_sessions = ops.session_window("2 minutes", value="v", aggs=("count",))
 _new_pages = ops.distinct(by="page", ttl="3 minutes")
 
 

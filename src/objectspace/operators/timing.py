@@ -157,13 +157,16 @@ class Clock:
 
     ``mode``: ``None``, ``"event"`` or ``"processing"``; ``watermark``: epoch ms or
     ``None`` (no event time seen yet); ``batch_time``: epoch ms of the batch's processing
-    time. :attr:`now` is the operator's time, used by timers and TTL: the watermark in
-    event mode, the batch time otherwise.
+    time; ``event_time``: the name of the event-time column in event mode (the runner's
+    ``event_time``), which the time operators read unless given their own ``time=``.
+    :attr:`now` is the operator's time, used by timers and TTL: the watermark in event
+    mode, the batch time otherwise.
     """
 
     mode: str | None = None
     watermark: int | None = None
     batch_time: int | None = None
+    event_time: str | None = None
 
     @property
     def now(self) -> int | None:
