@@ -147,7 +147,15 @@ class _SessionWindow(_TimeWindowed):
         for s, entry in open_.items():
             if before.get(s) != entry:
                 sessions[s] = entry
-        self._arm(state, min(e[0] for e in open_.values()) if open_ else None)
+        if open_:
+            first = min(e[0] for e in open_.values())
+            if not before:
+                # No open session before: no timer is armed (the last one fired, or none).
+                state.timers.register(first)
+            elif first < min(e[0] for e in before.values()):
+                # An earlier session than the armed timer (at or before the old earliest
+                # end) may cover: re-arm. Otherwise the armed timer still comes first.
+                self._arm(state, first)
         return []
 
     @staticmethod
@@ -179,7 +187,8 @@ class _SessionWindow(_TimeWindowed):
             del sessions[start]
             out.append(self._row(start, entry[0], entry, 1))
         if sessions:
-            self._arm(state, min(e[0] for e in sessions.values()))
+            # The timer that fired was the key's only one: arm the next.
+            state.timers.register(min(e[0] for e in sessions.values()))
         else:
             state.delete("sessions")
         return out
