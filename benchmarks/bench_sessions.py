@@ -54,7 +54,6 @@ from benchmarks.bench_spark import (
     tree_cpu_seconds,
 )
 from benchmarks.common import fmt_bytes, parse_args, print_table, record, sqlite_size, status
-from objectspace.operators.timing import to_ms
 
 VARIANTS = ("sqlite", "segments", "native", "tws")
 LABELS = {
@@ -65,9 +64,6 @@ LABELS = {
 }
 INPUT_DDL = "user LONG, tsm LONG, v DOUBLE"
 OUTPUT_DDL = "user long, start timestamp, end timestamp, count long, sum double"
-# StatefulRunner's output_schema cannot hold a timestamp column yet (its Arrow schema has no
-# time zone): its sessions leave the runner with start/end as epoch-ms longs.
-RUNNER_DDL = "user long, start long, end long, count long, sum double"
 GAP_MS = 120_000
 BASE_MS = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
 MINUTE_MS = 60_000
@@ -174,23 +170,6 @@ def reference_sessions(events: dict[int, list[tuple[int, float]]]) -> Iterator[S
 # -- the job, four ways ---------------------------------------------------------------------
 
 
-class MillisSessions:
-    """``session_window`` with its output's ``start``/``end`` as epoch milliseconds."""
-
-    def __init__(self, op: Any) -> None:
-        self.op = op
-
-    @staticmethod
-    def _ms(rows: Any) -> list[dict[str, Any]]:
-        return [{**r, "start": to_ms(r["start"]), "end": to_ms(r["end"])} for r in rows]
-
-    def __call__(self, key: Any, rows: Any, state: Any) -> list[dict[str, Any]]:
-        return self._ms(self.op(key, rows, state))
-
-    def on_timer(self, key: Any, when: Any, state: Any) -> list[dict[str, Any]]:
-        return self._ms(self.op.on_timer(key, when, state))
-
-
 class SessionSink:
     """The sink every variant shares: collect the batch's sessions (times as epoch ms)."""
 
@@ -201,11 +180,10 @@ class SessionSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         t0 = time.perf_counter()
-        millis = dict(df.dtypes)["start"] == "bigint"
         rows = df.selectExpr(
             "user",
-            "start AS s" if millis else "unix_millis(start) AS s",
-            "end AS e" if millis else "unix_millis(end) AS e",
+            "unix_millis(start) AS s",
+            "unix_millis(end) AS e",
             "count",
             "sum",
         ).collect()
@@ -358,12 +336,10 @@ class Bench:
                 {"catalog": f"sqlite:///{db}"}
             )
         runner = StatefulRunner(
-            MillisSessions(
-                ops.session_window("2 minutes", value="v", aggs=("count", "sum"), time="tsm")
-            ),
+            ops.session_window("2 minutes", value="v", aggs=("count", "sum")),
             key="user",
             order_by="tsm",
-            output_schema=RUNNER_DDL,
+            output_schema=OUTPUT_DDL,
             storage=url,
             job="bench-sessions",
             operator="sessions",

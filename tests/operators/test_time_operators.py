@@ -545,3 +545,30 @@ def test_reprs_show_the_call_and_operators_pickle() -> None:
         repr(op) == "expire_after('1 day', session_window('2 minutes', value='v', aggs=('count',)))"
     )
     assert repr(pickle.loads(pickle.dumps(op))) == repr(op)
+
+
+def test_event_time_column_comes_from_the_runner() -> None:
+    """In event mode the operators read the runner's ``event_time`` column (the clock's)
+    without ``time=``; ``time=`` still overrides it."""
+    batches = [[{**r, "when": r["ts"]} for r in rows] for rows in event_batches(21, delay=5 * SEC)]
+    for make in (
+        lambda **kw: ops.session_window("4 seconds", **kw),
+        lambda **kw: ops.tumbling_window("10 seconds", **kw),
+        lambda **kw: ops.sliding_window("10 seconds", "5 seconds", **kw),
+        lambda **kw: ops.dedup("3 seconds", by="x", **kw),
+        lambda **kw: ops.expire_after("5 seconds", ops.take(2), **kw),
+    ):
+        outs = [
+            simulate(
+                op,
+                batches,
+                key="k",
+                order_by=("ts", "seq"),
+                time_mode="event",
+                event_time="ts",
+                watermark_delay="5 seconds",
+            ).outputs
+            for op in (make(), make(time="when"))
+        ]
+        assert outs[0] == outs[1]
+        assert any(outs[0])

@@ -168,3 +168,75 @@ def test_streaming_ttl_and_timers_equal_simulate(spark: Any, tmp_path: Any) -> N
         == sum(s.entries_expired for s in sim.stats)
         > 0
     )
+
+
+def test_timestamp_output_columns(spark: Any, tmp_path: Any) -> None:
+    """``output_schema`` may hold timestamps: session_window's aware UTC start/end leave the
+    runner as timestamp columns, equal to simulate's."""
+    from pyspark.sql import types as T
+
+    from objectspace import operators as ops
+
+    schema = T.StructType(
+        [
+            T.StructField("k", T.LongType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("v", T.DoubleType()),
+        ]
+    )
+    batches = [
+        [(k, T0 + timedelta(seconds=s), 1.0) for k, s in [(1, 0), (2, 10), (1, 30), (3, 200)]],
+        [(4, T0 + timedelta(days=1), 1.0)],  # far future: every session closes after it
+        [],
+    ]
+    op = ops.session_window("1 minute", value="v", aggs=("count",), time="ts")
+    runner = StatefulRunner(
+        op,
+        key="k",
+        order_by="ts",
+        output_schema="k long, start timestamp, end timestamp, count long",
+        storage=f"sqlite:///{tmp_path}/state.db",
+        job="j",
+        operator="sessions",
+        max_key_groups=8,
+        parallelism=2,
+        time_mode="event",
+        event_time="ts",
+    )
+    got = []
+    for i, rows in enumerate(batches):
+        out = runner.process(spark.createDataFrame(rows, schema), i)
+        got.append(
+            Counter(
+                tuple(r)
+                for r in out.selectExpr(
+                    "k", "unix_millis(start)", "unix_millis(end)", "count"
+                ).collect()
+            )
+        )
+    runner.close()
+    sim = simulate(
+        ops.session_window("1 minute", value="v", aggs=("count",), time="ts"),
+        [[{"k": k, "ts": ts, "v": v} for k, ts, v in rows] for rows in batches],
+        key="k",
+        order_by="ts",
+        parallelism=2,
+        max_key_groups=8,
+        time_mode="event",
+        event_time="ts",
+    )
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    expected = [
+        Counter(
+            (
+                r["k"],
+                (r["start"] - epoch) // timedelta(milliseconds=1),
+                (r["end"] - epoch) // timedelta(milliseconds=1),
+                r["count"],
+            )
+            for r in out
+        )
+        for out in sim.outputs
+    ]
+    assert got == expected
+    assert sum(sum(c.values()) for c in expected) == 3

@@ -387,3 +387,38 @@ def test_a_retried_attempt_keeps_its_batch_time():
     for i in (0, 1):
         assert sim.first_attempts[i] == sim.outputs[i]
     assert sim.outputs[0][0]["at"] < sim.outputs[1][0]["at"]
+
+
+def test_a_timer_costs_at_most_two_rows_and_no_object_per_key():
+    """Registering a timer writes <= 2 rows and firing one deletes <= 2: no object (and
+    no object index row) per key with timers."""
+
+    def fn(key, rows, state):
+        for row in rows:
+            state.timers.register(row["ts"] + 1000)
+        return []
+
+    def on_timer(key, when, state):
+        return []
+
+    n = 200
+    batches = [
+        [{"k": k, "ts": 0} for k in range(n)],  # 200 timers at 1000, none due
+        [{"k": k, "ts": 500} for k in range(n, 2 * n)],  # 200 more at 1500
+        [{"k": -1, "ts": 10_000}],  # watermark 500: nothing due
+        [],  # watermark 10,000: all 400 fire (the -1 key's at 11,000 stays)
+    ]
+    sim = simulate(
+        fn,
+        batches,
+        key="k",
+        order_by="ts",
+        max_key_groups=4,
+        time_mode="event",
+        event_time="ts",
+        on_timer=on_timer,
+    )
+    assert sim.stats[3].timers_fired == 2 * n
+    assert sim.stats[1].rows_written <= 2 * n + 8
+    assert sim.stats[3].rows_written <= 2 * (2 * n) + 8  # 400 timers fired
+    assert [ms(t) for t in sim.state(-1).timers.list()] == [11_000]

@@ -31,11 +31,10 @@ __all__ = ["pipeline", "run_time_stage"]
 USERS = 500
 BATCHES = 12
 PAGES = ("home", "search", "item", "cart", "checkout", "help")
-# Times leave as ISO strings: the runner's output_schema cannot hold timestamps yet.
-OUTPUT_SCHEMA = "user long, what string, start string, end string, clicks long, page string"
+OUTPUT_SCHEMA = "user long, what string, start timestamp, end timestamp, clicks long, page string"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
-_sessions = ops.session_window("2 minutes", value="v", aggs=("count",), time="ts")
+_sessions = ops.session_window("2 minutes", value="v", aggs=("count",))
 _new_pages = ops.distinct(by="page", ttl="3 minutes")
 
 
@@ -43,7 +42,7 @@ def pipeline(key: Any, rows: list[dict[str, Any]], state: KeyState) -> Iterable[
     """Sessions and recently new pages of one user, each in its own namespace."""
     _sessions(key, rows, state.namespace("sessions"))  # emits from its timers only
     for row in _new_pages(key, rows, state.namespace("pages")):
-        yield {"what": "new page", "start": _iso(row["ts"]), "page": row["page"]}
+        yield {"what": "new page", "start": _utc(row["ts"]), "page": row["page"]}
 
 
 def on_timer(key: Any, when: datetime, state: KeyState) -> Iterable[Mapping[str, Any]]:
@@ -51,14 +50,14 @@ def on_timer(key: Any, when: datetime, state: KeyState) -> Iterable[Mapping[str,
     for row in _sessions.on_timer(key, when, state):  # type: ignore[attr-defined]
         yield {
             "what": "session",
-            "start": _iso(row["start"]),
-            "end": _iso(row["end"]),
+            "start": row["start"],
+            "end": row["end"],
             "clicks": row["count"],
         }
 
 
-def _iso(t: Any) -> str:
-    return from_ms(to_ms(t)).isoformat()
+def _utc(t: Any) -> datetime:
+    return from_ms(to_ms(t))
 
 
 def events(rng: random.Random, batches: int = BATCHES) -> list[list[dict[str, Any]]]:
@@ -171,4 +170,9 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(row.get(c) for c in ("user", "what", "start", "end", "clicks", "page"))
+    """A row as a tuple, times as epoch ms (``collect`` gives naive local datetimes,
+    ``simulate`` aware UTC ones: ``timestamp()`` reads both as the same instant)."""
+    return tuple(
+        round(v.timestamp() * 1000) if isinstance(v, datetime) else v
+        for v in (row.get(c) for c in ("user", "what", "start", "end", "clicks", "page"))
+    )

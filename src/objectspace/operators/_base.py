@@ -106,7 +106,7 @@ def _row_times(op: _Operator, state: KeyState, rows: list[Row]) -> list[int]:
                 "time_mode='processing'"
             )
         return [now] * len(rows)
-    column = getattr(op, "time", None) or getattr(clock, "event_time", None)
+    column = getattr(op, "time", None) or clock.event_time
     if column is None:
         raise ValueError(f"{op!r}: which column holds the event time? pass time=<column>")
     try:

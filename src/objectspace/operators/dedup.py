@@ -184,15 +184,16 @@ def dedup(ttl: Any, by: str | None = None, *, time: str | None = None) -> KeyedO
     """Drop a row if a row with the same value was emitted less than ``ttl`` before it.
 
     The value is ``row[by]``, or (``by=None``) the whole row, compared as :func:`distinct`
-    compares them. Time is the row's event time in event mode (``time_mode="event"``;
-    column ``time``, default the runner's ``event_time``), the batch time otherwise. The first row of a value is emitted and opens a period of
+    compares them. Time is the row's event time in event mode (``time_mode="event"``; the
+    runner's ``event_time`` column, or column ``time``), the batch time otherwise. The
+    first row of a value is emitted and opens a period of
     ``ttl``; rows of that value before the period's end (earlier rows that arrive out of
     order too) are dropped and do not extend it; the first row at or after its end is
     emitted and opens the next one, as Spark's
     ``dropDuplicatesWithinWatermark`` keeps the first event. A value is forgotten when the
     watermark (or batch time) passes its period's end. Example::
 
-        StatefulRunner(dedup("10 minutes", by="event_id", time="ts"), key="user", order_by="ts",
+        StatefulRunner(dedup("10 minutes", by="event_id"), key="user", order_by="ts",
                        time_mode="event", event_time="ts", watermark_delay="1 minute", ...)
 
     State: dict ``"seen"`` from value to the time of its emitted row (epoch ms), dict

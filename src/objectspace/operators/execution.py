@@ -604,7 +604,7 @@ class TimeDriver:
         watermark = None
         if options.mode == "event" and max_event is not None:
             watermark = max_event - options.watermark_delay
-        clock = Clock(options.mode, watermark, batch_time)
+        clock = Clock(options.mode, watermark, batch_time, options.event_time)
         now = clock.now
         due = frozenset(g for g, d in deadlines.items() if now is not None and d <= now)
         return TimePlan(clock, options, due)

@@ -82,13 +82,13 @@ class _ExpireAfter(_Operator):
 def expire_after(ttl: Any, op: KeyedOperator, *, time: str | None = None) -> KeyedOperator:
     """``op``, with the key's whole state (and timers) deleted ``ttl`` after its last row.
 
-    The time of a row is its event time in event mode (column ``time``, default the
-    runner's ``event_time``), the batch time otherwise; the key's
+    The time of a row is its event time in event mode (the runner's ``event_time``
+    column, or column ``time``), the batch time otherwise; the key's
     state expires when the watermark (or batch time) reaches ``ttl`` after the latest of
     them, and a key that comes back later starts afresh. ``ttl`` is a ``timedelta`` or a
     string like ``"30 days"``. ``op``'s own timers still reach its ``on_timer``. Example::
 
-        expire_after("1 hour", ops.chain(ops.take(10), ops.aggregate("sum")), time="ts")
+        expire_after("1 hour", ops.chain(ops.take(10), ops.aggregate("sum")))
 
     State: ``op``'s, in namespace ``"op"``, and value ``"expires"`` (epoch ms) with one
     timer there. Cost: ``op``'s, plus O(rows) per batch; writes: one value and one timer

@@ -32,6 +32,7 @@ from objectspace.operators.timing import (
     TtlQueue,
     TtlSet,
     TtlValue,
+    drop_timers,
     from_ms,
     parse_duration,
 )
@@ -232,9 +233,10 @@ class KeyState:
         return (i for i in self._space if i.startswith(prefix))
 
     def clear(self) -> None:
-        """Delete every object of this namespace (nested namespaces too)."""
+        """Delete every object of this namespace (nested namespaces too), and its timers."""
         for object_id in list(self.ids()):
             self._space.delete(object_id)
+        drop_timers(self._space, self._prefix)
 
     def __repr__(self) -> str:
         return f"<KeyState {self._prefix!r}>"

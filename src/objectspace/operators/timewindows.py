@@ -147,7 +147,15 @@ class _SessionWindow(_TimeWindowed):
         for s, entry in open_.items():
             if before.get(s) != entry:
                 sessions[s] = entry
-        self._arm(state, min(e[0] for e in open_.values()) if open_ else None)
+        if open_:
+            first = min(e[0] for e in open_.values())
+            if not before:
+                # No open session before: no timer is armed (the last one fired, or none).
+                state.timers.register(first)
+            elif first < min(e[0] for e in before.values()):
+                # An earlier session than the armed timer (at or before the old earliest
+                # end) may cover: re-arm. Otherwise the armed timer still comes first.
+                self._arm(state, first)
         return []
 
     @staticmethod
@@ -179,7 +187,8 @@ class _SessionWindow(_TimeWindowed):
             del sessions[start]
             out.append(self._row(start, entry[0], entry, 1))
         if sessions:
-            self._arm(state, min(e[0] for e in sessions.values()))
+            # The timer that fired was the key's only one: arm the next.
+            state.timers.register(min(e[0] for e in sessions.values()))
         else:
             state.delete("sessions")
         return out
@@ -198,10 +207,10 @@ def session_window(
     session's ``end``, it is emitted once as ``{"start": first event, "end": last event +
     gap, <agg>: ...}`` (aware UTC datetimes; one field per name of ``aggs``, see
     :data:`AGGREGATES`, computed over ``row[value]``) and forgotten. Needs
-    ``time_mode="event"``; the event time is column ``time`` (default: the runner's
-    ``event_time``). ``gap`` is a ``timedelta`` or a string like ``"2 minutes"``. Example::
+    ``time_mode="event"``; the event time is the runner's ``event_time`` column (``time=``
+    names another column). ``gap`` is a ``timedelta`` or a string like ``"2 minutes"``. Example::
 
-        sim = simulate(session_window("30 minutes", value="amount", time="ts"), batches,
+        sim = simulate(session_window("30 minutes", value="amount"), batches,
                        key="user", order_by="ts", time_mode="event", event_time="ts")
         # sim.outputs[i]: [{"user": ..., "start": datetime(..., tzinfo=UTC), "end": ...,
         #                   "count": 3, "sum": 42.0}, ...]
@@ -292,7 +301,7 @@ def tumbling_window(
     watermark reaches its end, as ``{"start", "end", <agg>: ...}`` (aware UTC datetimes; one
     field per name of ``aggs`` over ``row[value]``). Needs ``time_mode="event"``. Example::
 
-        tumbling_window("1 minute", value="bytes", aggs=("count", "max"), time="ts")
+        tumbling_window("1 minute", value="bytes", aggs=("count", "max"))
 
     State: dict ``"windows"`` from a window's start (epoch ms) to ``[count, sum, min,
     max]``, deleted when no window is open, and one event-time timer per open window.
@@ -324,7 +333,7 @@ def sliding_window(
     watermark reaches its end, as ``{"start", "end", <agg>: ...}``. Needs
     ``time_mode="event"``. Example::
 
-        sliding_window("10 minutes", "5 minutes", value="v", aggs=("mean",), time="ts")
+        sliding_window("10 minutes", "5 minutes", value="v", aggs=("mean",))
 
     State: as :func:`tumbling_window`. Cost: O(size / slide) per row; writes: one entry
     per window a batch touched, one timer per window.

@@ -5,9 +5,10 @@ the space's own checkpoint: a key group keeps one persisted sorted set, the *due
 (id :data:`DUE_ID`), holding ``(time_ms, kind, ...)`` entries ordered by time:
 
 * ``(when, "t", prefix, key, names)``: a timer of the key state ``prefix`` (key ``key``,
-  namespace path ``names``); the key state also keeps its timers in a sorted set
-  ``<prefix>%timers`` (its :meth:`Timers.list`), which is the truth: an index entry whose
-  timer is gone from it (deleted, or the key's state cleared) is dropped unfired.
+  namespace path ``names``); the key group also keeps every key's timers in one sorted
+  set of ``(prefix, when)`` (id :data:`TIMERS_ID`; a key's :meth:`Timers.list` is a range
+  of it), which is the truth: an index entry whose timer is gone from it (deleted, or the
+  key's state cleared) is dropped unfired. A timer is two rows, one in each set.
 * ``(when, "e", object_id, encoded_key, key)``: an entry of a TTL'd dict, set, sorted
   dict, sorted set or value expiring at ``when``; the collection keeps each entry's expiry
   in a dict ``<object_id>%ttl`` (encoded key -> time), which again is the truth.
@@ -49,11 +50,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DUE_ID",
+    "TIMERS_ID",
     "TIME_MODES",
     "UNCLOCKED",
     "Clock",
     "TimeError",
     "Timers",
+    "drop_timers",
     "due_timers",
     "earliest",
     "expire",
@@ -65,6 +68,8 @@ __all__ = [
 
 DUE_ID = "#time/due"
 """Id of a key group's due index (``#`` never starts a key's id prefix)."""
+TIMERS_ID = "#time/timers"
+"""Id of a key group's timers by key: a sorted set of ``(key state prefix, when_ms)``."""
 UNCLOCKED = -(1 << 62)
 """Deadlines below ``UNCLOCKED / 2`` belong to TTL'd entries written before the operator
 had a time (event mode, before the first watermark): ``UNCLOCKED + ttl``. They are due as
@@ -157,13 +162,16 @@ class Clock:
 
     ``mode``: ``None``, ``"event"`` or ``"processing"``; ``watermark``: epoch ms or
     ``None`` (no event time seen yet); ``batch_time``: epoch ms of the batch's processing
-    time. :attr:`now` is the operator's time, used by timers and TTL: the watermark in
-    event mode, the batch time otherwise.
+    time; ``event_time``: the name of the event-time column in event mode (the runner's
+    ``event_time``), which the time operators read unless given their own ``time=``.
+    :attr:`now` is the operator's time, used by timers and TTL: the watermark in event
+    mode, the batch time otherwise.
     """
 
     mode: str | None = None
     watermark: int | None = None
     batch_time: int | None = None
+    event_time: str | None = None
 
     @property
     def now(self) -> int | None:
@@ -193,7 +201,9 @@ class Timers:
 
     A timer fires once the operator's time (the watermark in event mode, the batch time in
     processing mode) reaches it, after the batch's keys with rows were called; its handler
-    is ``on_timer(key, when, state)``.
+    is ``on_timer(key, when, state)``. The key group keeps every key's timers in one
+    sorted set of ``(prefix, when)`` (:data:`TIMERS_ID`) beside the due index: registering
+    writes two rows (one element of each), and no object is created per key.
     """
 
     __slots__ = ("_state",)
@@ -201,57 +211,72 @@ class Timers:
     def __init__(self, state: KeyState) -> None:
         self._state = state
 
-    def _own(self, create: bool) -> PersistedSortedSet | None:
-        space = self._state.space
-        object_id = self._state._raw_id("%timers")
-        if object_id in space:
-            return space.get_sorted_set(object_id)
-        return space.create_sorted_set(object_id) if create else None
-
     def register(self, when: datetime | int) -> None:
         """Register a timer at ``when`` (a datetime, naive meaning UTC, or int epoch ms);
         registering one that exists changes nothing. Writes O(1) rows."""
         ms = to_ms(when, "a timer's time")
-        clock = self._state.clock
+        state = self._state
+        clock = state._clock
         if clock is not None and clock.mode is None:
             raise TimeError(
-                f"{self._state!r}: timers need time_mode='event' or 'processing' "
+                f"{state!r}: timers need time_mode='event' or 'processing' "
                 "(this operator runs with time_mode=None)"
             )
-        own = self._own(True)
+        space = state._space
+        own = _timer_set(space, True)
         assert own is not None
-        if ms in own:
+        element = (state._prefix, ms)
+        if element in own:
             return
-        own.add(ms)
-        state = self._state
-        _due_index(state.space).add((ms, "t", state._prefix, state._key, state._names))
+        own.add(element)
+        _due_index(space).add((ms, "t", state._prefix, state._key, state._names))
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
         ms = to_ms(when, "a timer's time")
-        own = self._own(False)
-        if own is None or ms not in own:
-            return
-        own.discard(ms)
         state = self._state
-        entry = (ms, "t", state._prefix, state._key, state._names)
-        space = state.space
+        space = state._space
+        own = _timer_set(space, False)
+        element = (state._prefix, ms)
+        if own is None or element not in own:
+            return
+        own.discard(element)
         if DUE_ID in space:
-            space.get_sorted_set(DUE_ID).discard(entry)
-        if not len(own):
-            space.delete(own.id)
+            space.get_sorted_set(DUE_ID).discard((ms, "t", state._prefix, state._key, state._names))
+
+    def _times(self) -> list[int]:
+        own = _timer_set(self._state._space, False)
+        if own is None:
+            return []
+        prefix = self._state._prefix
+        return [ms for _, ms in own.irange((prefix,), (prefix + "\x00",), inclusive=(True, False))]
 
     def list(self) -> list[datetime]:
         """This key's timers, ascending, as aware UTC datetimes."""
-        own = self._own(False)
-        return [] if own is None else [from_ms(ms) for ms in own]
+        return [from_ms(ms) for ms in self._times()]
 
     def __len__(self) -> int:
-        own = self._own(False)
-        return 0 if own is None else len(own)
+        return len(self._times())
 
     def __repr__(self) -> str:
         return f"<Timers of {self._state!r}: {self.list()}>"
+
+
+def _timer_set(space: ObjectSpace, create: bool) -> PersistedSortedSet | None:
+    if TIMERS_ID in space:
+        return space.get_sorted_set(TIMERS_ID)
+    return space.create_sorted_set(TIMERS_ID) if create else None
+
+
+def drop_timers(space: ObjectSpace, prefix: str) -> None:
+    """Forget the timers of every key state whose prefix starts with ``prefix`` (a key's
+    state cleared, nested namespaces too); their due-index entries are dropped unfired.
+    O(log n + timers dropped)."""
+    own = _timer_set(space, False)
+    if own is None:
+        return
+    for element in list(own.irange((prefix,), (prefix + "\U0010ffff",))):
+        own.discard(element)
 
 
 def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any, tuple[str, ...]]]:
@@ -261,23 +286,18 @@ def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any,
     if now is None or DUE_ID not in space:
         return []
     index = space.get_sorted_set(DUE_ID)
+    taken = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
+    if not taken:
+        return []
+    own = _timer_set(space, False)
     due: list[tuple[int, str, Any, tuple[str, ...]]] = []
-    taken: list[Any] = []
-    for entry in index.irange(maximum=(now, "t\x7f")):
-        if entry[1] == "t":
-            taken.append(entry)
     for entry in taken:
         when, _, prefix, key, names = entry
         index.discard(entry)
-        own_id = prefix + "%timers"
-        if own_id not in space:
-            continue
-        own = space.get_sorted_set(own_id)
-        if when not in own:
+        element = (prefix, when)
+        if own is None or element not in own:
             continue  # deleted meanwhile (or the key's state was cleared)
-        own.discard(when)
-        if not len(own):
-            space.delete(own_id)
+        own.discard(element)
         due.append((when, prefix, key, tuple(names)))
     return due
 

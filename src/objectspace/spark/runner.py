@@ -196,7 +196,9 @@ class StatefulRunner:
             struct = parsed
         check_output_columns(struct.names, "output_schema", self.operator.name)
         full = StructType([*struct.fields, StructField(_RECEIPT, BinaryType(), True)])
-        return full, to_arrow_schema(full)
+        # Timestamp columns are UTC instants: the task's rows carry aware datetimes (naive
+        # ones are taken as UTC), which Arrow stores as microseconds since the epoch.
+        return full, to_arrow_schema(full, timezone="UTC")
 
     def _plan_base(self, checkpoint_id: int) -> tuple[int | None, bool]:
         """The checkpoint this batch runs on top of, and whether it is a replay."""
