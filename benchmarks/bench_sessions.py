@@ -39,7 +39,7 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -49,7 +49,10 @@ from benchmarks.bench_spark import (
     PROVIDER_CONF,
     RETAIN_CONF,
     ROCKSDB,
+    SparkBench,
     fmt_s,
+    fold_progress,
+    ship_by_value,
     tree_bytes,
     tree_cpu_seconds,
 )
@@ -266,25 +269,8 @@ def make_tws_processor() -> Any:
     return SessionProcessor()
 
 
-def fold_progress(res: Result, query: Any) -> None:
-    batches = 0
-    for p in query.recentProgress:
-        d = p.durationMs or {}
-        if p.numInputRows or d.get("addBatch"):
-            batches += 1
-        res.add_batch += d.get("addBatch", 0) / 1e3
-        for so in p.stateOperators or []:
-            res.state_commit += so.commitTimeMs / 1e3
-            res.state_updates += so.allUpdatesTimeMs / 1e3
-    res.batches = batches
-
-
-class Bench:
-    def __init__(self, spark: Any, root: str) -> None:
-        self.spark = spark
-        self.root = root
-
-    def stream(self, work: Workload, timestamp: bool) -> Any:
+class Bench(SparkBench):
+    def stream(self, work: Workload, timestamp: bool = False) -> Any:
         df = (
             self.spark.readStream.schema(INPUT_DDL)
             .option("maxFilesPerTrigger", 1)
@@ -293,15 +279,6 @@ class Bench:
         if timestamp:
             df = df.selectExpr("user", "tsm", "timestamp_millis(tsm) AS ts", "v")
         return df
-
-    def _run(self, writer: Any, checkpoint: str) -> tuple[float, Any]:
-        t0 = time.perf_counter()
-        query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-        query.awaitTermination()
-        wall = time.perf_counter() - t0
-        if query.exception() is not None:
-            raise RuntimeError(f"query failed: {query.exception()}")
-        return wall, query
 
     def run(self, variant: str, work: Workload) -> Result:
         folder = os.path.join(self.root, f"run-{variant}")
@@ -397,29 +374,9 @@ class Bench:
         )
         return res
 
-    def _with_confs(self, confs: dict[str, str], fn: Callable[[], Result]) -> Result:
-        conf = self.spark.conf
-        saved = {name: conf.get(name, None) for name in confs}
-        for name, value in confs.items():
-            conf.set(name, value)
-        try:
-            return fn()
-        finally:
-            for name, old in saved.items():
-                if old is None:
-                    conf.unset(name)
-                else:
-                    conf.set(name, old)
-
-    def _spark_state(self, res: Result, checkpoint: str) -> None:
-        total, kinds = tree_bytes(os.path.join(checkpoint, "state"))
-        res.state_bytes = res.disk_bytes = total
-        res.notes.append(
-            "state files: "
-            + ", ".join(
-                f"{k} {fmt_bytes(v)}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])
-            )
-        )
+    def _spark_state(self, res: Any, checkpoint: str) -> None:
+        super()._spark_state(res, checkpoint)
+        res.disk_bytes = res.state_bytes
 
     def native(self, work: Workload, checkpoint: str) -> Result:
         from pyspark.sql import functions as F
@@ -583,13 +540,6 @@ def verdicts(results: dict[str, Result]) -> str:
     return print_table(["goal", "target", "measured", "verdict"], rows) if rows else ""
 
 
-def _ship_by_value() -> None:
-    if __name__ != "__main__":
-        from pyspark import cloudpickle
-
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--only", nargs="+", default=[], metavar="NAME")
@@ -607,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     names = [v for v in VARIANTS if not known.only or v in known.only]
     do_record = args.record and full and not known.only
 
-    _ship_by_value()
+    ship_by_value(__name__)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     from objectspace.spark import local_session
 

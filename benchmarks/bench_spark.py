@@ -52,7 +52,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from benchmarks.common import (
@@ -87,6 +87,9 @@ CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.
 
 # Measured in the issue on this kind of machine (for the notes).
 ISSUE_FIGURES = "applyInPandasWithState ≈ 40 MB, transformWithStateInPandas ≈ 5.4 MB"
+
+
+_R = TypeVar("_R")
 
 
 @dataclass
@@ -371,7 +374,7 @@ def tree_cpu_seconds() -> tuple[float, frozenset[int]] | None:
     return total / tick, frozenset(seen)
 
 
-def fold_progress(result: Result, query: Any) -> None:
+def fold_progress(result: Any, query: Any) -> None:
     """Sum the query's progress reports: addBatch, triggerExecution, state store times."""
     batches = 0
     for p in query.recentProgress:
@@ -379,25 +382,23 @@ def fold_progress(result: Result, query: Any) -> None:
         if p.numInputRows or d.get("addBatch"):
             batches += 1
         result.add_batch += d.get("addBatch", 0) / 1e3
-        result.trigger += d.get("triggerExecution", 0) / 1e3
+        if hasattr(result, "trigger"):
+            result.trigger += d.get("triggerExecution", 0) / 1e3
         for so in p.stateOperators or []:
             result.state_commit += so.commitTimeMs / 1e3
             result.state_updates += so.allUpdatesTimeMs / 1e3
-            result.state_rows_total = so.numRowsTotal
+            if hasattr(result, "state_rows_total"):
+                result.state_rows_total = so.numRowsTotal
     result.batches = batches
 
 
-class Bench:
+class SparkBench:
+    """What every Spark benchmark's runner shares: a session, a scratch root, running a
+    query to its end, temporary confs, and reading Spark's own state files."""
+
     def __init__(self, spark: Any, root: str) -> None:
         self.spark = spark
         self.root = root
-
-    def stream(self, work: Workload) -> Any:
-        return (
-            self.spark.readStream.schema(INPUT_DDL)
-            .option("maxFilesPerTrigger", 1)
-            .json(work.folder)
-        )
 
     def _run(self, writer: Any, checkpoint: str) -> tuple[float, Any]:
         t0 = time.perf_counter()
@@ -407,6 +408,42 @@ class Bench:
         if query.exception() is not None:
             raise RuntimeError(f"query failed: {query.exception()}")
         return wall, query
+
+    def _with_confs(self, confs: dict[str, str], fn: Callable[[], _R]) -> _R:
+        conf = self.spark.conf
+        saved = {name: conf.get(name, None) for name in confs}
+        for name, value in confs.items():
+            conf.set(name, value)
+        try:
+            return fn()
+        finally:
+            for name, old in saved.items():
+                if old is None:
+                    conf.unset(name)
+                else:
+                    conf.set(name, old)
+
+    def _spark_state(self, res: Any, checkpoint: str) -> None:
+        """Spark's state files under ``checkpoint``: their bytes and kinds, on ``res``."""
+        total, kinds = tree_bytes(os.path.join(checkpoint, "state"))
+        res.state_bytes = total
+        if hasattr(res, "state_kinds"):
+            res.state_kinds = kinds
+        res.notes.append(
+            "state files: "
+            + ", ".join(
+                f"{k} {fmt_bytes(v)}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])
+            )
+        )
+
+
+class Bench(SparkBench):
+    def stream(self, work: Workload) -> Any:
+        return (
+            self.spark.readStream.schema(INPUT_DDL)
+            .option("maxFilesPerTrigger", 1)
+            .json(work.folder)
+        )
 
     def run(self, variant: str, work: Workload) -> Result:
         """One variant with its whole checkpoint location (objectspace's storage and Spark's
@@ -543,31 +580,6 @@ class Bench:
                 f"restore time includes reading and checking the snapshots adopted"
             )
         return res
-
-    def _with_confs(self, confs: dict[str, str], fn: Callable[[], Result]) -> Result:
-        conf = self.spark.conf
-        saved = {name: conf.get(name, None) for name in confs}
-        for name, value in confs.items():
-            conf.set(name, value)
-        try:
-            return fn()
-        finally:
-            for name, old in saved.items():
-                if old is None:
-                    conf.unset(name)
-                else:
-                    conf.set(name, old)
-
-    def _spark_state(self, res: Result, checkpoint: str) -> None:
-        total, kinds = tree_bytes(os.path.join(checkpoint, "state"))
-        res.state_bytes = total
-        res.state_kinds = kinds
-        res.notes.append(
-            "state files: "
-            + ", ".join(
-                f"{k} {fmt_bytes(v)}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])
-            )
-        )
 
     def apiws(self, work: Workload, checkpoint: str) -> Result:
         from pyspark.sql.streaming.state import GroupStateTimeout
@@ -838,13 +850,13 @@ def warm_up(bench: Bench, root: str) -> float:
     return time.perf_counter() - t0
 
 
-def _ship_by_value() -> None:
-    """Spark's Python workers must unpickle our functions even when this module is imported
-    as ``benchmarks.bench_spark`` (not ``__main__``): pickle it by value."""
-    if __name__ != "__main__":
+def ship_by_value(module: str = __name__) -> None:
+    """Spark's Python workers must unpickle our functions even when a benchmark module is
+    imported as ``benchmarks.<name>`` (not ``__main__``): pickle it by value."""
+    if module != "__main__":
         from pyspark import cloudpickle
 
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+        cloudpickle.register_pickle_by_value(sys.modules[module])  # type: ignore[no-untyped-call]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -860,7 +872,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pick_workloads = only & set(WORKLOADS) or set(WORKLOADS)
     do_record = args.record and not only
 
-    _ship_by_value()
+    ship_by_value()
     # pandas' FutureWarnings from pyspark's own worker code would flood the output.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     from objectspace.spark import local_session
