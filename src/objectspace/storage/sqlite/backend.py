@@ -25,6 +25,13 @@ __all__ = ["SQLiteBackend"]
 _R = TypeVar("_R")
 
 
+PAGE_SIZE = 1024
+"""Page size of a new ``sqlite:///`` file (an existing one keeps its own). A commit writes
+every page it touches to the WAL, and a checkpoint's catalog rows and blocks are small, so
+small pages write fewer bytes: a round of ``bench_keygroups --quick`` (1,000 changed entries
+over 128 key groups, 8 instances) wrote 291-295 kB to the disk with 4 KiB pages, 225-234 kB
+with 2 KiB and 188-193 kB with 1 KiB, restoring as fast (1.14 vs 1.17M dict entries/s)."""
+
 _MEMORY: dict[str, tuple[sqlite3.Connection, threading.RLock]] = {}
 _MEMORY_LOCK = threading.Lock()
 
@@ -128,7 +135,7 @@ class SQLiteBackend(SQLBackend):
         if self._conn is None:
             assert self.path is not None
             check_sqlite_file(self.path, "ckpt_meta")
-            conn = connect_sqlite(self.path)
+            conn = connect_sqlite(self.path, page_size=PAGE_SIZE)
             try:
                 self._init_schema(conn)
             except BaseException:
