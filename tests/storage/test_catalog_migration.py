@@ -16,8 +16,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import objectspace as osp
 from objectspace.storage.sql import SCHEMA_VERSION
+from objectspace.storage.sqlite import backend as sqlite_backend
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ckpt_schema_v3.sql"
 KEY = "acct-7"
@@ -97,10 +100,13 @@ def test_a_migrated_store_keeps_working(tmp_path: Path) -> None:
     assert state(url, 3)[1] == [30]
 
 
-def test_a_commit_writes_a_handful_of_pages(tmp_path: Path) -> None:
+def test_a_commit_writes_a_handful_of_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A commit marks its writes in the rows just appended: the pages it writes do not grow
     with the number of key groups written (before schema version 4 it moved one index entry
-    per write into its key group's place in the index: ~20 pages here)."""
+    per write into its key group's place in the index: ~20 pages of 4 KiB here)."""
+    monkeypatch.setattr(sqlite_backend, "PAGE_SIZE", 4096)  # the page size it was measured at
     path = tmp_path / "s.db"
     storage = osp.open_storage(f"sqlite:///{path}")
     job = storage.job("j")
