@@ -38,13 +38,12 @@ __all__ = [
 ]
 
 ROW_OVERHEAD = 8
-"""Bytes a store counts in ``bytes_written`` per stored row on top of the row's key and value.
-
-The same for every store and storage backend that keeps rows in a database, so that byte
-counts compare: two 4-byte integers, the row's table reference and the reference that places
-or checks it (the write id in the checkpoint backends' ``ckpt_rows``; the checksum in
-:class:`~objectspace.stores.sqlite.SQLiteStore`'s ``space_rows``). Stores that keep no rows
-(the in-memory store, the segment files, which count their file bytes) add none.
+"""Bytes :class:`~objectspace.stores.sqlite.SQLiteStore` counts in ``bytes_written`` per row
+written, on top of the row's key and value: its logical bytes, what a store keeping one
+database row per entry would write (two 4-byte references: the row's table and a checksum).
+It stores each commit as one compressed block, so what reaches the disk is measured apart
+(``benchmarks/diskbytes.py``). The versioned backends count the bytes of the blocks they
+store, and the in-memory store counts no overhead.
 """
 
 
