@@ -259,7 +259,7 @@ def _run_batch(
         if time_receipt is not None:
             receipts.append(time_receipt)
         commit_batch(sim.job, batch, receipts, retain)
-        driver.acknowledge()
+        driver.acknowledge(batch.committed)
     else:
         batch.watermark, batch.batch_time = timing.clock.watermark, timing.clock.batch_time
     sum_tasks(batch)

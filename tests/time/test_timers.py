@@ -5,6 +5,7 @@ late rows, quiet keys, rescales, replays and failed first attempts."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -374,6 +375,7 @@ def test_timers_below_spark_on_a_space_with_an_explicit_clock():
 
 def test_a_retried_attempt_keeps_its_batch_time():
     def fn(key, rows, state):
+        time.sleep(0.002)  # batch times are in ms: let two batches differ
         yield {"k": key, "at": state.batch_time}
 
     sim = simulate(

@@ -559,6 +559,10 @@ class TimeDriver:
         self.options = options
         self._exists = any(o.name == self.name for o in job.operators())
         self._instance: Instance | None = None
+        # The instance as of the last checkpoint it committed (``_kept_at``): a batch run
+        # on that checkpoint uses it instead of reading it back from storage.
+        self._kept: Instance | None = None
+        self._kept_at: int | None = None
         self._base: int | None = None
         # Batch times of attempts not committed yet: a retry by this driver keeps its time.
         self._attempted: dict[int, int] = {}
@@ -566,6 +570,8 @@ class TimeDriver:
     def _restore(self, checkpoint: int | None) -> Instance | None:
         if not self._exists:
             return None
+        if self._kept is not None and checkpoint == self._kept_at:
+            return self._kept
         op = self.job.operator(self.name, 1)
         return op.instance(0, 1, checkpoint=EMPTY if checkpoint is None else checkpoint)
 
@@ -617,16 +623,18 @@ class TimeDriver:
         batch.batch_time = plan.clock.batch_time
         if batch.replay:
             return None
+        if self._instance is self._kept:
+            self._kept = self._kept_at = None  # edited now: no longer that checkpoint's state
         reported = [d for t in batch.tasks for d in t.deadlines]
         largest = max((t.max_event_time for t in batch.tasks), default=NO_TIME)
         if not self._exists:
             if self.options.mode is None and not any(len(d) == 2 for d in reported):
                 return None
-            self.job.operator(self.name, 1)
+            op = self.job.operator(self.name, 1)
             self._exists = True
             # A new operator has no state yet: start empty, on the batch's base (receipts
             # of one commit share their base).
-            self._instance = self.job.operator(self.name, 1).instance(0, 1, checkpoint=EMPTY)
+            self._instance = op.instance(0, 1, checkpoint=EMPTY)
             self._instance.base = self._base
         instance = self._instance
         assert instance is not None
@@ -657,6 +665,11 @@ class TimeDriver:
                 del deadlines[entry[0]]
         return instance.save(batch.checkpoint_id)
 
-    def acknowledge(self) -> None:
-        """The checkpoint was committed: nothing to keep (the next batch restores)."""
+    def acknowledge(self, committed: bool) -> None:
+        """After the batch's commit: a committed save is acknowledged and its instance kept
+        for the next batch (which reads it from storage otherwise)."""
+        instance = self._instance
+        if committed and instance is not None and instance.pending_save is not None:
+            instance.on_saved()
+            self._kept, self._kept_at = instance, instance.base
         self._instance = None

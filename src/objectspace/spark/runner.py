@@ -315,7 +315,7 @@ class StatefulRunner:
         if time_receipt is not None:
             receipts.append(time_receipt)
         commit_batch(self.job, batch, receipts, self.retain)
-        self._time.acknowledge()
+        self._time.acknowledge(batch.committed)
         batch.seconds_tasks = tasks_seconds
         sum_tasks(batch)
         batch.seconds_total = time.perf_counter() - started
