@@ -60,7 +60,7 @@ from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """4: writes indexed by (op, key_group, version), a commit rewrites no index entry; 3: one
 block per write in ``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
 
@@ -163,16 +163,53 @@ class SQLBackend(SegmentQueries):
                 tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         if self._columns(tx, "ckpt_rows"):
             self._migrate_rows(tx)
-        if row is not None and int(row[0]) < 4:
-            # Version 4 indexes writes by (op, key_group, version), without ``committed``
-            # (created with the tables): the index of versions 1..3 goes.
+        if row is not None and int(row[0]) < 5:
+            # Version 5 indexes writes by (op, version, key_group) (created with the tables):
+            # the indexes of versions 1..4 go, and the heads table is filled.
             for index in DROPPED_INDEXES:
                 tx.execute(f"DROP INDEX IF EXISTS {index}")
+            self._fill_heads(tx)
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             tx.execute(
                 "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
                 (str(SCHEMA_VERSION),),
             )
+
+    @staticmethod
+    def _fill_heads(tx: Tx) -> None:
+        """Fill ``ckpt_heads`` from the committed writes (a store of schema version 4 or
+        older): per operator and key group, the newest committed write in (version, id)
+        order."""
+        tx.execute("DELETE FROM ckpt_heads")
+        tx.execute(
+            "INSERT INTO ckpt_heads (op, key_group, head, version, compaction, parent) "
+            "SELECT w.op, w.key_group, w.id, w.version, "
+            "CASE WHEN w.attempt = ? THEN 1 ELSE 0 END, w.parent FROM ckpt_writes w "
+            "WHERE w.committed = 1 AND NOT EXISTS (SELECT 1 FROM ckpt_writes n "
+            "WHERE n.op = w.op AND n.key_group = w.key_group AND n.committed = 1 AND "
+            "(n.version > w.version OR (n.version = w.version AND n.id > w.id)))",
+            (COMPACTION,),
+        )
+
+    @staticmethod
+    def _advance_heads(
+        tx: Tx, op_id: int, written: Sequence[tuple[int, int, int, bool, int | None]]
+    ) -> None:
+        """Make each just committed write ``(write, key_group, version, compaction,
+        parent)`` its key group's head, unless the head is newer in (version, id) order (a
+        compaction of an older checkpoint)."""
+        tx.executemany(
+            "INSERT INTO ckpt_heads (op, key_group, head, version, compaction, parent) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (op, key_group) DO UPDATE SET "
+            "head = excluded.head, version = excluded.version, "
+            "compaction = excluded.compaction, parent = excluded.parent "
+            "WHERE excluded.version > ckpt_heads.version OR (excluded.version = "
+            "ckpt_heads.version AND excluded.head > ckpt_heads.head)",
+            [
+                (op_id, group, wid, version, int(compaction), parent)
+                for wid, group, version, compaction, parent in written
+            ],
+        )
 
     def _migrate_rows(self, tx: Tx) -> None:
         """Convert a store of schema version 2 or older (one row per entry in ``ckpt_rows``
@@ -398,7 +435,12 @@ class SQLBackend(SegmentQueries):
             ),
         )
         assert row is not None
-        return int(row[0])
+        write_id = int(row[0])
+        if committed:
+            self._advance_heads(
+                tx, op_id, [(write_id, key_group, version, attempt == COMPACTION, parent)]
+            )
+        return write_id
 
     _WRITE_COLUMNS = (
         "op, key_group, version, is_full, bytes, rows, attempt, created, digest, parent"
@@ -423,9 +465,31 @@ class SQLBackend(SegmentQueries):
         tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
     ) -> dict[int, tuple[int, str, int | None]]:
         """Per key group with committed state as of ``as_of``: its head, the newest
-        committed write (id, attempt, parent). One index seek per key group."""
+        committed write (id, attempt, parent). From ``ckpt_heads`` (one query per 500 key
+        groups) when the head is not newer than ``as_of``, as at every commit, which builds
+        on the last committed checkpoint; otherwise by a scan of the key group's writes."""
         heads: dict[int, tuple[int, str, int | None]] = {}
-        for key_group in sorted(set(key_groups)):
+        groups = sorted(set(key_groups))
+        older = []
+        for chunk in _chunks(groups):
+            found = {
+                int(group): (int(head), int(version), bool(compaction), parent)
+                for group, head, version, compaction, parent in tx.all(
+                    "SELECT key_group, head, version, compaction, parent FROM ckpt_heads "
+                    f"WHERE op = ? AND key_group IN ({_marks(len(chunk))})",
+                    [op_id, *chunk],
+                )
+            }
+            for group in chunk:
+                record = found.get(group)
+                if record is None:
+                    continue  # no committed write at all
+                head, version, compaction, parent = record
+                if version <= as_of:
+                    heads[group] = (head, COMPACTION if compaction else "", parent)
+                else:
+                    older.append(group)
+        for key_group in older:
             row = tx.one(
                 "SELECT id, attempt, parent FROM ckpt_writes WHERE op = ? AND committed = 1 "
                 "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
@@ -773,6 +837,8 @@ class SQLBackend(SegmentQueries):
                 )
             total_bytes = full_writes = 0
             parents: dict[int, list[tuple[int, int, int]]] = {}  # op → (write, group, parent)
+            # op → (write, group, version, compaction, parent): the new heads
+            groups: dict[int, list[tuple[int, int, int, bool, int | None]]] = {}
             for chunk in _chunks(ids):
                 found = tx.all(
                     "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full, w.op, "
@@ -797,6 +863,9 @@ class SQLBackend(SegmentQueries):
                         )
                     total_bytes += nbytes
                     full_writes += full
+                    groups.setdefault(int(op), []).append(
+                        (int(write_id), int(group), int(version), False, parent)
+                    )
                     if parent is not None:
                         parents.setdefault(int(op), []).append(
                             (int(write_id), int(group), int(parent))
@@ -808,6 +877,8 @@ class SQLBackend(SegmentQueries):
                     f"UPDATE ckpt_writes SET committed = 1 WHERE id IN ({_marks(len(chunk))})",
                     list(chunk),
                 )
+            for op, written in sorted(groups.items()):
+                self._advance_heads(tx, op, written)
             tx.execute(
                 "UPDATE ckpt_jobs SET last_checkpoint = ? WHERE id = ?", (checkpoint_id, job_id)
             )
@@ -893,18 +964,9 @@ class SQLBackend(SegmentQueries):
         for op_id, written in parents.items():
             heads: dict[int, tuple[int, str, int | None]] = {}  # key group → its head
             if base is not None:
-                # Each written key group's head, found from the write by index seeks: one
-                # query per 500 writes, whatever the history of the key groups.
-                for chunk in _chunks([w for w, _, _ in written]):
-                    for group, wid, attempt, parent in tx.all(
-                        "SELECT w.key_group, h.id, h.attempt, h.parent FROM ckpt_writes w "
-                        "JOIN ckpt_writes h ON h.id = (SELECT x.id FROM ckpt_writes x "
-                        "WHERE x.op = w.op AND x.committed = 1 AND x.key_group = w.key_group "
-                        "AND x.version <= ? ORDER BY x.version DESC, x.id DESC LIMIT 1) "
-                        f"WHERE w.id IN ({_marks(len(chunk))})",
-                        [base, *chunk],
-                    ):
-                        heads[int(group)] = (int(wid), str(attempt), parent)
+                # Each written key group's head as of the base, the last committed
+                # checkpoint: from ``ckpt_heads``, one query per 500 key groups.
+                heads = self._heads_tx(tx, op_id, [g for _, g, _ in written], base)
             doubtful = [w for w in written if w[2] != heads.get(w[1], (0,))[0]]
             if not doubtful:
                 continue

@@ -6,9 +6,10 @@ vocabulary, keys and constraints) and every secondary index; :func:`create_scrip
 :func:`added_columns` the ``ADD COLUMN`` declarations that migrate a store made before a
 column existed. Columns marked ``added`` are not in ``CREATE TABLE``: every store, fresh or
 old, gets them by migration, so both have the same column order. A table added after
-schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``) needs no migration of its own: ``IF
-NOT EXISTS`` creates it when an older store is opened (the rows of a version 1 or 2 store are
-converted into blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`). An
+schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_heads``) is created by ``IF NOT
+EXISTS`` when an older store is opened (the rows of a version 1 or 2 store are converted into
+blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`; ``ckpt_heads`` is filled
+from the committed writes by :meth:`~objectspace.storage.sql.SQLBackend._fill_heads`). An
 index replaced by a later version is dropped by :data:`DROPPED_INDEXES` when an older store
 is opened.
 
@@ -201,6 +202,23 @@ TABLES: tuple[Table, ...] = (
         ),
         ("id",),
     ),
+    # per operator and key group, its head: the newest committed write, in (version, id)
+    # order; a compaction head's parent is the write it stands for (schema version 5). One
+    # small row per key group, rewritten by the commits that write the key group: the rows
+    # of a few pages, not one index page per key group.
+    Table(
+        "ckpt_heads",
+        (
+            _c("op", "int64", **_NN),
+            _c("key_group", "int32", **_NN),
+            _c("head", "int64", **_NN),
+            _c("version", "int64", **_NN),
+            _c("compaction", "int32", **_NN),
+            _c("parent", "int64"),
+        ),
+        ("op", "key_group"),
+        without_rowid=True,
+    ),
     # segment files forgotten by the catalog and not yet deleted (added after version 1)
     Table(
         "ckpt_gc_trash",
@@ -211,19 +229,20 @@ TABLES: tuple[Table, ...] = (
 """Every table of the SQL checkpoint storage."""
 
 INDEXES: tuple[Index, ...] = (
-    # Without ``committed`` (schema version 4; versions 1..3 indexed (op, committed,
-    # key_group, version) as ``ckpt_writes_chain``): a commit marks its writes committed in
-    # the table rows alone, which were just appended, instead of moving an index entry per
-    # write from the pending part of the index to its key group's place in the committed
-    # part (pages scattered over the whole index). Queries filter ``committed`` on the rows.
-    Index("ckpt_writes_groups", "ckpt_writes", ("op", "key_group", "version")),
+    # Ordered by version first (schema version 5), so that a checkpoint's writes are appended
+    # at the end of the index, a few pages per save, where an index by key group first
+    # (versions 1..4: ``ckpt_writes_chain``, ``ckpt_writes_groups``) put each written key
+    # group's entry on its own page, one page written per key group per save. Without
+    # ``committed``: a commit marks its writes committed in the rows alone, which were just
+    # appended. A key group's newest committed write is found in ``ckpt_heads``.
+    Index("ckpt_writes_versions", "ckpt_writes", ("op", "version", "key_group")),
     Index("ckpt_writes_segment", "ckpt_writes", ("segment",)),
 )
 """Every secondary index (primary keys and ``UNIQUE`` constraints are in :data:`TABLES`)."""
 
-DROPPED_INDEXES: tuple[str, ...] = ("ckpt_writes_chain",)
+DROPPED_INDEXES: tuple[str, ...] = ("ckpt_writes_chain", "ckpt_writes_groups")
 """Indexes of older schema versions, dropped when such a store is opened (version 4 replaced
-``ckpt_writes_chain`` by ``ckpt_writes_groups``)."""
+``ckpt_writes_chain`` by ``ckpt_writes_groups``, version 5 that by ``ckpt_writes_versions``)."""
 
 
 def _declaration(column: Column, dialect: Dialect, *, inline_key: bool) -> str:
