@@ -172,3 +172,26 @@ def test_a_save_writes_pages_for_its_blocks_not_one_per_key_group(tmp_path: Path
     # (46 measured at 1 KiB pages; 145 with the index by key group first)
     rows = receipt.bytes_written + 64 * len(receipt.writes)
     assert pages <= rows // page_size + 30, (pages, receipt.bytes_written)
+
+
+@pytest.mark.parametrize("version", [None, 3, 4])
+def test_only_writes_in_segment_files_are_indexed_by_segment(
+    tmp_path: Path, version: int | None
+) -> None:
+    """Blocks kept in the database write no entry to the index by segment (schema version 5;
+    before, every write had one: ~3 pages per save of a 1 KiB-page store)."""
+    path = tmp_path / "fresh.db" if version is None else old_store(tmp_path, version)
+    storage = osp.open_storage(f"sqlite:///{path}")
+    job = storage.job("j")
+    inst = job.operator("o", max_key_groups=4).instance(0, 1)
+    inst.space_for_key("k").create_value("v", 1)
+    checkpoint = (job.last_checkpoint() or 0) + 1
+    assert job.commit(checkpoint, [inst.save(checkpoint)]) is True
+    storage.close()
+    conn = sqlite3.connect(path)
+    try:
+        listed = {row[1]: row[4] for row in conn.execute("PRAGMA index_list(ckpt_writes)")}
+    finally:
+        conn.close()
+    assert "ckpt_writes_segment" not in listed
+    assert listed["ckpt_writes_segments"] == 1  # partial

@@ -90,11 +90,12 @@ class Table:
 
 @dataclass(frozen=True)
 class Index:
-    """A secondary index."""
+    """A secondary index; ``where``: a partial index of the rows that satisfy it."""
 
     name: str
     table: str
     columns: tuple[str, ...]
+    where: str | None = None
 
 
 def _c(name: str, type: NeutralType, **options: object) -> Column:
@@ -236,13 +237,21 @@ INDEXES: tuple[Index, ...] = (
     # ``committed``: a commit marks its writes committed in the rows alone, which were just
     # appended. A key group's newest committed write is found in ``ckpt_heads``.
     Index("ckpt_writes_versions", "ckpt_writes", ("op", "version", "key_group")),
-    Index("ckpt_writes_segment", "ckpt_writes", ("segment",)),
+    # Of the writes stored in segment files only (schema version 5; versions 1..4 indexed
+    # every write as ``ckpt_writes_segment``): writes whose blocks live in the database do
+    # not write an entry per write to an index no query of theirs uses.
+    Index("ckpt_writes_segments", "ckpt_writes", ("segment",), "segment IS NOT NULL"),
 )
 """Every secondary index (primary keys and ``UNIQUE`` constraints are in :data:`TABLES`)."""
 
-DROPPED_INDEXES: tuple[str, ...] = ("ckpt_writes_chain", "ckpt_writes_groups")
+DROPPED_INDEXES: tuple[str, ...] = (
+    "ckpt_writes_chain",
+    "ckpt_writes_groups",
+    "ckpt_writes_segment",
+)
 """Indexes of older schema versions, dropped when such a store is opened (version 4 replaced
-``ckpt_writes_chain`` by ``ckpt_writes_groups``, version 5 that by ``ckpt_writes_versions``)."""
+``ckpt_writes_chain`` by ``ckpt_writes_groups``, version 5 that by ``ckpt_writes_versions``
+and ``ckpt_writes_segment`` by the partial ``ckpt_writes_segments``)."""
 
 
 def _declaration(column: Column, dialect: Dialect, *, inline_key: bool) -> str:
@@ -286,7 +295,9 @@ def create_script(dialect: Dialect) -> str:
     """The ``CREATE TABLE``/``CREATE INDEX ... IF NOT EXISTS`` script of ``dialect``."""
     statements = [_create_table(table, dialect) for table in TABLES]
     statements.extend(
-        f"CREATE INDEX IF NOT EXISTS {index.name} ON {index.table} ({', '.join(index.columns)});"
+        f"CREATE INDEX IF NOT EXISTS {index.name} ON {index.table} ({', '.join(index.columns)})"
+        + ("" if index.where is None else f" WHERE {index.where}")
+        + ";"
         for index in INDEXES
     )
     return "\n".join(statements) + "\n"
