@@ -476,6 +476,22 @@ def test_checking_a_file_in_use_keeps_its_connections_commits(tmp_path: Path) ->
         first.close()
 
 
+def test_deleting_a_blob_writes_no_page_per_freed_page(tmp_path: Path) -> None:
+    """Freed pages are not overwritten with zeros through the WAL (some SQLite builds default
+    to secure_delete=ON, which wrote every freed page again: ~200 pages here)."""
+    path = str(tmp_path / "s.db")
+    conn = connect_sqlite(path, page_size=1024)
+    try:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB)")
+        conn.execute("INSERT INTO t VALUES (1, ?)", (bytes(range(256)) * 800,))
+        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        conn.execute("DELETE FROM t WHERE id = 1")
+        frames = (Path(f"{path}-wal").stat().st_size - 32) // (24 + 1024)
+    finally:
+        conn.close()
+    assert frames <= 8, frames
+
+
 def test_sqlite_newer_schema_version_raises(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     store = osp.SQLiteStore(path)
