@@ -523,3 +523,22 @@ def test_user_identifiers(
     assert canary.checkpoints() == [1]
     assert cop.instance(0, 1).space(0).get_value("alive").value is True
     _files_escape_check(any_storage_url, storage, tmp_path)
+
+
+def test_marks_are_durable_per_job_and_overwritten(any_storage_url: str) -> None:
+    s = osp.open_storage(any_storage_url)
+    try:
+        job = s.job("marked")
+        assert job.read_mark("m") is None
+        job.write_mark("m", "1 100")
+        job.write_mark("m", "2 200")
+        s.job("other").write_mark("m", "x")
+    finally:
+        s.close()
+    s = osp.open_storage(any_storage_url)  # another connection: the marks were committed
+    try:
+        assert s.job("marked").read_mark("m") == "2 200"
+        assert s.job("other").read_mark("m") == "x"
+        assert s.job("marked").read_mark("n") is None
+    finally:
+        s.close()

@@ -424,3 +424,28 @@ def test_a_timer_costs_at_most_two_rows_and_no_object_per_key():
     assert sim.stats[1].rows_written <= 2 * n + 8
     assert sim.stats[3].rows_written <= 2 * (2 * n) + 8  # 400 timers fired
     assert [ms(t) for t in sim.state(-1).timers.list()] == [11_000]
+
+
+def test_a_batch_run_again_by_a_restarted_driver_keeps_its_batch_time(tmp_path) -> None:
+    """The batch time is recorded before the batch runs: a new driver (a restart) that runs
+    an uncommitted batch again uses that time, as Spark keeps a batch's timestamp in its
+    offset log; the next batch takes a new time."""
+    import objectspace as osp
+    from objectspace.operators.execution import TimeDriver, TimeOptions
+
+    options = TimeOptions.of("processing", None, None, "drop", None)
+    url = f"sqlite:///{tmp_path}/s.db"
+    first = osp.open_storage(url)
+    planned = TimeDriver(first.job("j"), "op", options).plan(0, None, False, None)
+    first.close()  # the driver dies before batch 0 commits
+    time.sleep(0.01)
+    again = osp.open_storage(url)
+    try:
+        driver = TimeDriver(again.job("j"), "op", options)
+        replanned = driver.plan(0, None, False, None)
+        assert replanned.clock.batch_time == planned.clock.batch_time
+        time.sleep(0.01)
+        later = TimeDriver(again.job("j"), "op", options).plan(1, None, False, None)
+        assert later.clock.batch_time > planned.clock.batch_time
+    finally:
+        again.close()

@@ -100,6 +100,15 @@ class Job:
         """The newest committed checkpoint, or ``None`` before the first commit."""
         return self.backend.last_checkpoint(self.name)
 
+    def read_mark(self, name: str) -> str | None:
+        """The job's mark ``name``: a small durable value outside checkpoints (``None``:
+        never written). See :meth:`~objectspace.storage.contract.Backend.read_mark`."""
+        return self.backend.read_mark(self.name, name)
+
+    def write_mark(self, name: str, value: str) -> None:
+        """Set the job's mark ``name``, durably."""
+        self.backend.write_mark(self.name, name, value)
+
     def checkpoints(self) -> list[int]:
         """The restorable (committed, retained) checkpoint ids, oldest first."""
         return [c.checkpoint_id for c in self.backend.checkpoints(self.name)]

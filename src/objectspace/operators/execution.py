@@ -32,7 +32,12 @@ from objectspace.checkpoint import (
     Receipt,
     Storage,
 )
-from objectspace.errors import CheckpointError, ObjectSpaceError, ReservedColumnError
+from objectspace.errors import (
+    CheckpointError,
+    CorruptStateError,
+    ObjectSpaceError,
+    ReservedColumnError,
+)
 from objectspace.operators.state import KeyState
 from objectspace.operators.timing import (
     TIME_MODES,
@@ -536,6 +541,9 @@ TIME_OPERATOR_SUFFIX = "#time"
 """The driver's time state of operator ``op`` is the one-key-group operator
 ``op#time`` of the same job, committed with every checkpoint (see :class:`TimeDriver`)."""
 _BATCH_TIMES_KEPT = 64
+# The job mark (``<operator>#time`` + this) holding "<checkpoint> <epoch ms>": the batch time
+# of the last batch started, recorded before it runs.
+_BATCH_TIME_MARK = "/batch_time"
 
 
 class TimeDriver:
@@ -575,6 +583,23 @@ class TimeDriver:
         op = self.job.operator(self.name, 1)
         return op.instance(0, 1, checkpoint=EMPTY if checkpoint is None else checkpoint)
 
+    def _marked(self, checkpoint_id: int) -> int | None:
+        """The batch time recorded for ``checkpoint_id`` by an attempt of it that did not
+        commit (this driver's before a restart, or another's), if any."""
+        mark = self.job.read_mark(self.name + _BATCH_TIME_MARK)
+        if mark is None:
+            return None
+        checkpoint, _, when = mark.partition(" ")
+        if checkpoint != str(checkpoint_id):
+            return None
+        try:
+            return int(when)
+        except ValueError as exc:
+            raise CorruptStateError(
+                f"job {self.job.name!r}: the batch time mark of {self.name!r} is {mark!r}, "
+                "not '<checkpoint> <epoch ms>'"
+            ) from exc
+
     def plan(
         self, checkpoint_id: int, base: int | None, replay: bool, batch_time: int | None
     ) -> TimePlan:
@@ -603,8 +628,17 @@ class TimeDriver:
                 batch_time = recorded
         if batch_time is None:
             batch_time = self._attempted.get(checkpoint_id)
+        # A runner without time (no time mode, no TTL'd entry nor timer yet) records none.
+        uses_time = options.mode is not None or self._exists
+        if batch_time is None and not replay and uses_time:
+            batch_time = self._marked(checkpoint_id)
         if batch_time is None:
             batch_time = time.time_ns() // 1_000_000
+        if not replay and uses_time and checkpoint_id not in self._attempted:
+            # Recorded before the batch runs: a driver restarted before the batch commits
+            # runs it again with this time (as Spark keeps a batch's timestamp in its
+            # offset log), where this driver's retries find it in ``_attempted``.
+            self.job.write_mark(self.name + _BATCH_TIME_MARK, f"{checkpoint_id} {batch_time}")
         if not replay:
             self._attempted = {checkpoint_id: batch_time}
         watermark = None

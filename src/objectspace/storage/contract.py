@@ -195,6 +195,18 @@ class Backend(ABC):
         """The current writer epoch of ``job`` (``0``: never fenced)."""
         raise NotImplementedError(f"{type(self).__name__} does not support fencing")
 
+    def read_mark(self, job: str, name: str) -> str | None:
+        """The mark ``name`` of ``job`` (``None``: never written). Marks are small durable
+        values outside checkpoints, e.g. the processing time chosen for a batch before it
+        runs, so that a driver restarted before that batch committed runs it again with
+        the same time."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep marks")
+
+    def write_mark(self, job: str, name: str, value: str) -> None:
+        """Set the mark ``name`` of ``job`` (creating the job if missing), durably, in one
+        catalog transaction."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep marks")
+
     @abstractmethod
     def write_summary(self, job: str) -> list[WriteSummary]:
         """Every stored write of ``job`` (pending ones too), grouped by operator, version,

@@ -231,6 +231,12 @@ class SegmentBackend(Backend):
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
         return self.catalog.writes_committed(write_ids)
 
+    def read_mark(self, job: str, name: str) -> str | None:
+        return self.catalog.read_mark(job, name)
+
+    def write_mark(self, job: str, name: str, value: str) -> None:
+        self.catalog.write_mark(job, name, value)
+
     def write_summary(self, job: str) -> list[WriteSummary]:
         return self.catalog.write_summary(job)
 

@@ -1016,6 +1016,32 @@ class SQLBackend(SegmentQueries):
 
         return self._run(f"fencing job {job!r}", work)
 
+    def read_mark(self, job: str, name: str) -> str | None:
+        row = self._run(
+            "reading a mark",
+            lambda tx: tx.one(
+                "SELECT m.value FROM ckpt_marks m JOIN ckpt_jobs j ON j.id = m.job "
+                "WHERE j.name = ? AND m.name = ?",
+                (job, name),
+            ),
+            write=False,
+        )
+        return None if row is None else str(row[0])
+
+    def write_mark(self, job: str, name: str, value: str) -> None:
+        def work(tx: Tx) -> None:
+            tx.execute(
+                "INSERT INTO ckpt_jobs (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (job,)
+            )
+            job_id = self._job_id(tx, job)
+            tx.execute(
+                "INSERT INTO ckpt_marks (job, name, value) VALUES (?, ?, ?) "
+                "ON CONFLICT (job, name) DO UPDATE SET value = excluded.value",
+                (job_id, name, value),
+            )
+
+        self._run(f"writing mark {name!r} of job {job!r}", work)
+
     def epoch(self, job: str) -> int:
         row = self._run(
             "reading the writer epoch",

@@ -6,7 +6,7 @@ vocabulary, keys and constraints) and every secondary index; :func:`create_scrip
 :func:`added_columns` the ``ADD COLUMN`` declarations that migrate a store made before a
 column existed. Columns marked ``added`` are not in ``CREATE TABLE``: every store, fresh or
 old, gets them by migration, so both have the same column order. A table added after
-schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_heads``) is created by ``IF NOT
+schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_heads``, ``ckpt_marks``) is created by ``IF NOT
 EXISTS`` when an older store is opened (the rows of a version 1 or 2 store are converted into
 blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`; ``ckpt_heads`` is filled
 from the committed writes by :meth:`~objectspace.storage.sql.SQLBackend._fill_heads`). An
@@ -218,6 +218,18 @@ TABLES: tuple[Table, ...] = (
             _c("parent", "int64"),
         ),
         ("op", "key_group"),
+        without_rowid=True,
+    ),
+    # per job, small durable values outside checkpoints (Backend.read_mark/write_mark;
+    # schema version 5)
+    Table(
+        "ckpt_marks",
+        (
+            _c("job", "int64", **_NN),
+            _c("name", "text", **_NN),
+            _c("value", "text", **_NN),
+        ),
+        ("job", "name"),
         without_rowid=True,
     ),
     # segment files forgotten by the catalog and not yet deleted (added after version 1)
