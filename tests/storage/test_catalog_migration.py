@@ -116,6 +116,50 @@ def test_a_migrated_store_keeps_working(tmp_path: Path, version: int) -> None:
     assert state(url, 3)[1] == [30]
 
 
+def empty_wal(path: Path) -> None:
+    """Copy the WAL of the store at ``path`` back and empty it: what it holds next, the
+    next transaction wrote."""
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def wal_pages(path: Path, page_size: int) -> int:
+    return (os.path.getsize(f"{path}-wal") - 32) // (24 + page_size)
+
+
+def list_workload(path: Path, measure: str) -> tuple[int, int, Any]:
+    """30 checkpoints of 1,024 keys appending to a list in 256 key groups; the WAL pages
+    the last checkpoint's ``measure`` ("save" or "commit") wrote, the page size and the
+    last receipt."""
+    storage = osp.open_storage(f"sqlite:///{path}")
+    job = storage.job("j")
+    inst = job.operator("o", max_key_groups=256).instance(0, 1)
+    page_size = 0
+    pages = 0
+    for cp in range(1, 31):
+        for k in range(1024):
+            space = inst.space_for_key(k)
+            (space.get_list("l") if "l" in space else space.create_list("l")).append(cp)
+        page_size = int(storage.backend.connection.execute("PRAGMA page_size").fetchone()[0])
+        if measure == "save":
+            empty_wal(path)
+        receipt = inst.save(cp)
+        if measure == "save":
+            pages = wal_pages(path, page_size)
+        else:
+            empty_wal(path)
+        assert job.commit(cp, [receipt]) is True
+        if measure == "commit":
+            pages = wal_pages(path, page_size)
+        inst.on_saved()
+    storage.close()
+    assert len(receipt.writes) > 200
+    return pages, page_size, receipt
+
+
 def test_a_commit_writes_a_handful_of_pages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,25 +167,7 @@ def test_a_commit_writes_a_handful_of_pages(
     heads, ~20 bytes each: a handful of pages (before schema version 4 it moved one index
     entry per write into its key group's place in the index: ~20 pages of 4 KiB here)."""
     monkeypatch.setattr(sqlite_backend, "PAGE_SIZE", 4096)  # the page size it was measured at
-    path = tmp_path / "s.db"
-    storage = osp.open_storage(f"sqlite:///{path}")
-    job = storage.job("j")
-    inst = job.operator("o", max_key_groups=256).instance(0, 1)
-    for cp in range(1, 31):
-        for k in range(1024):
-            space = inst.space_for_key(k)
-            (space.get_list("l") if "l" in space else space.create_list("l")).append(cp)
-        receipt = inst.save(cp)
-        conn = sqlite3.connect(path)
-        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        assert busy == 0  # the WAL is empty: what it holds next, the commit wrote
-        conn.close()
-        assert job.commit(cp, [receipt]) is True
-        inst.on_saved()
-        pages = (os.path.getsize(f"{path}-wal") - 32) // (24 + page_size)
-    storage.close()
-    assert len(receipt.writes) > 200
+    pages, _, _ = list_workload(tmp_path / "s.db", "commit")
     assert pages <= 10, pages
 
 
@@ -149,24 +175,7 @@ def test_a_save_writes_pages_for_its_blocks_not_one_per_key_group(tmp_path: Path
     """A save appends its write records at the end of the catalog's index (schema version 5):
     the pages it writes are those of its blocks and rows plus a few, not one index page per
     key group written."""
-    path = tmp_path / "s.db"
-    storage = osp.open_storage(f"sqlite:///{path}")
-    job = storage.job("j")
-    inst = job.operator("o", max_key_groups=256).instance(0, 1)
-    for cp in range(1, 31):
-        for k in range(1024):
-            space = inst.space_for_key(k)
-            (space.get_list("l") if "l" in space else space.create_list("l")).append(cp)
-        conn = sqlite3.connect(path)
-        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-        conn.close()
-        receipt = inst.save(cp)
-        pages = (os.path.getsize(f"{path}-wal") - 32) // (24 + page_size)
-        assert job.commit(cp, [receipt]) is True
-        inst.on_saved()
-    storage.close()
-    assert len(receipt.writes) > 200
+    pages, page_size, receipt = list_workload(tmp_path / "s.db", "save")
     assert receipt.bytes_written < 40 * page_size
     # its blocks, ~64 bytes of write record and block row per write, and a few more pages
     # (46 measured at 1 KiB pages; 145 with the index by key group first)
