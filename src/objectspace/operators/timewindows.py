@@ -148,10 +148,10 @@ class _SessionWindow(_TimeWindowed):
             self._add(entry, 1, row)
         for s in before.keys() - open_.keys():
             del sessions[(prefix, s)]
-        short = not (self.needs[2] or self.needs[3])  # no min/max: [end, count, sum]
+        short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
         for s, entry in open_.items():
             if before.get(s) != entry:
-                sessions[(prefix, s)] = entry[:3] if short else entry
+                sessions[(prefix, s)] = [entry[0] - s, *(entry[1:3] if short else entry[1:])]
         if open_:
             first = min(e[0] for e in open_.values())
             if not before:
@@ -199,8 +199,8 @@ class _SessionWindow(_TimeWindowed):
 
 
 # session_window keeps every key's open sessions in the key group's shared dict
-# ``_SESSIONS``: (key state prefix, start) -> [end, count, sum] (+ [min, max] when an
-# aggregate needs them). Stores written by earlier versions hold a dict ``_LEGACY`` per
+# ``_SESSIONS``: (key state prefix, start) -> [end - start, count, sum] (+ [min, max] when
+# an aggregate needs them; the length, a smaller int than the end, encodes shorter). Stores written by earlier versions hold a dict ``_LEGACY`` per
 # key instead (start -> [end, count, sum, min, max]), moved over when the key is next used.
 _SESSIONS = "session_window"
 _LEGACY = "sessions"
@@ -212,12 +212,13 @@ def _open_sessions(
     """The key's open sessions: start -> [end, count, sum, min, max]."""
     if _LEGACY in state:
         for start, entry in state.dict(_LEGACY).items():
-            sessions[(prefix, start)] = entry
+            sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
         state.delete(_LEGACY)
     found = {}
     for at in sessions.irange((prefix,), (prefix + "\x00",), inclusive=(True, False)):
         entry = sessions[at]
-        found[at[1]] = list(entry) if len(entry) == 5 else [*entry, None, None]
+        start = at[1]
+        found[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
     return found
 
 
@@ -242,8 +243,8 @@ def session_window(
         # sim.outputs[i]: [{"user": ..., "start": datetime(..., tzinfo=UTC), "end": ...,
         #                   "count": 3, "sum": 42.0}, ...]
 
-    State: one entry per open session, ``(key, start) -> [end, count, sum(, min, max)]``
-    (epoch ms), in a sorted dict the key group's keys share (no object per key: a key's
+    State: one entry per open session, ``(key, start) -> [end - start, count, sum(, min,
+    max)]`` (epoch ms), in a sorted dict the key group's keys share (no object per key: a key's
     first session or its last one closed writes one row), and one event-time timer at or
     before the key's earliest end (a session that grows keeps its timer; when it fires
     early the next one is armed). Cost: O(log n + open sessions of the key) per row;
