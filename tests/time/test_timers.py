@@ -451,3 +451,16 @@ def test_a_store_with_the_earlier_timers_by_key_set_is_read_and_the_set_dropped(
     fired = [(when, key) for when, _, key, _ in due_timers(space, 100)]
     assert fired == [(10, "a"), (15, "b")]
     assert len(due) == 0
+
+
+def test_a_root_namespace_timer_is_indexed_without_its_empty_namespace_path():
+    """A timer of a key's root namespace is ``(when, "t", prefix, key)`` in the due index
+    (no empty path to encode in every row); a nested one keeps its path, and both fire
+    with their key and path."""
+    space = ObjectSpace()
+    state = KeyState.for_key(space, 7, Clock("event", watermark=None))
+    state.timers.register(10)
+    state.namespace("op").timers.register(20)
+    assert sorted(len(e) for e in space.get_sorted_set(DUE_ID)) == [4, 5]
+    fired = [(when, key, names) for when, _, key, names in due_timers(space, 100)]
+    assert fired == [(10, 7, ()), (20, 7, ("op",))]

@@ -5,7 +5,7 @@ the space's own checkpoint: a key group keeps one persisted sorted set, the *due
 (id :data:`DUE_ID`), holding ``(time_ms, kind, ...)`` entries ordered by time:
 
 * ``(when, "t", prefix, key, names)``: a timer of the key state ``prefix`` (key ``key``,
-  namespace path ``names``). A timer is this one row: the timers of a key (for
+  namespace path ``names``; ``(when, "t", prefix, key)`` in the root namespace). A timer is this one row: the timers of a key (for
   :meth:`Timers.list`, ``delete`` and clearing a key's state) are found through an
   in-memory index of the space's timers by ``(prefix, when)``, derived from the due index
   the first time a space's timers are used (O(timers) once per space loaded) and kept up
@@ -234,7 +234,8 @@ class Timers:
         at = (state._prefix, ms)
         if at in timers.by_key:
             return
-        entry = (ms, "t", state._prefix, state._key, state._names)
+        names = state._names
+        entry = (ms, "t", state._prefix, state._key, *((names,) if names else ()))
         timers.due.add(entry)
         timers.by_key[at] = entry
 
@@ -349,7 +350,8 @@ def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any,
     due: list[tuple[int, str, Any, tuple[str, ...]]] = []
     by_key = timers.by_key
     for entry in taken:
-        when, _, prefix, key, names = entry
+        when, _, prefix, key = entry[:4]
+        names = entry[4] if len(entry) > 4 else ()
         index.discard(entry)
         by_key.pop((prefix, when), None)
         due.append((when, prefix, key, tuple(names)))
