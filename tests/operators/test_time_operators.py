@@ -572,3 +572,80 @@ def test_event_time_column_comes_from_the_runner() -> None:
         ]
         assert outs[0] == outs[1]
         assert any(outs[0])
+
+
+def test_session_window_writes_one_row_per_session_update_and_no_object_per_key() -> None:
+    """A session opened writes its entry and its timer (2 rows), extended in a later batch
+    its entry only (1 row), emitted its entry deleted and its timer fired (2 rows): the
+    sessions of a key group's keys share one dict, so no object is created or deleted per
+    key (which wrote an index row and deleted three tables' rows each)."""
+    n = 100
+    batches = [
+        [{"k": k, "ts": 0, "v": 1.0} for k in range(n)],  # n sessions [0, 120 s]
+        [{"k": k, "ts": 60 * SEC, "v": 2.0} for k in range(n)],  # extended to 180 s
+        [{"k": -1, "ts": 1000 * SEC, "v": 0.0}],  # watermark 60 s: nothing due
+        [],  # watermark 1000 s: the n sessions close
+    ]
+    sim = simulate(
+        ops.session_window("2 minutes"),
+        batches,
+        key="k",
+        order_by="ts",
+        max_key_groups=4,
+        time_mode="event",
+        event_time="ts",
+    )
+    assert sum(len(out) for out in sim.outputs) == n
+    assert sim.stats[0].rows_written <= 2 * n + 12
+    assert sim.stats[1].rows_written <= n + 8
+    assert sim.stats[3].timers_fired == n
+    assert sim.stats[3].rows_written <= 2 * n + 8
+
+
+def test_session_window_takes_over_sessions_kept_per_key_by_an_earlier_version() -> None:
+    """State written by an earlier version (a dict ``sessions`` per key, start -> [end,
+    count, sum, min, max], and the key's timer) is moved into the shared dict when the
+    key is next used, and the session goes on as if it had never moved."""
+    from objectspace.operators import Clock, KeyState
+    from objectspace.space import ObjectSpace
+
+    space = ObjectSpace()
+    op = ops.session_window("2 minutes", aggs=("count", "sum", "max"))
+    old = KeyState.for_key(space, "u", Clock("event", 0, event_time="ts"))
+    old.dict("sessions")[0] = [120 * SEC, 1, 5.0, None, 5.0]
+    old.timers.register(120 * SEC)
+    state = KeyState.for_key(space, "u", Clock("event", 30 * SEC, event_time="ts"))
+    assert op("u", [{"ts": 60 * SEC, "v": 7.0}], state) == []
+    assert "sessions" not in state
+    later = KeyState.for_key(space, "u", Clock("event", 500 * SEC, event_time="ts"))
+    out = list(op.on_timer("u", datetime.fromtimestamp(120, UTC), later))
+    assert out == [
+        {
+            "start": datetime.fromtimestamp(0, UTC),
+            "end": datetime.fromtimestamp(180, UTC),
+            "count": 2,
+            "sum": 12.0,
+            "max": 7.0,
+        }
+    ]
+
+
+def test_clearing_a_key_state_drops_its_entries_in_shared_dicts_only() -> None:
+    """``KeyState.clear`` (``expire_after``'s expiry) drops the namespace's sessions from
+    the shared dict, nested namespaces too, and leaves other keys' sessions alone."""
+    from objectspace.operators import Clock, KeyState
+    from objectspace.space import ObjectSpace
+
+    space = ObjectSpace()
+    op = ops.session_window("2 minutes")
+    clock = Clock("event", 0, event_time="ts")
+    a, b = (KeyState.for_key(space, k, clock) for k in ("a", "b"))
+    op("a", [{"ts": 0, "v": 1.0}], a.namespace("op"))
+    op("b", [{"ts": 0, "v": 2.0}], b.namespace("op"))
+    a.clear()
+    assert a.namespace("op").timers.list() == []
+    later = Clock("event", 500 * SEC, event_time="ts")
+    when = datetime.fromtimestamp(120, UTC)
+    assert list(op.on_timer("a", when, KeyState.for_key(space, "a", later).namespace("op"))) == []
+    out = list(op.on_timer("b", when, KeyState.for_key(space, "b", later).namespace("op")))
+    assert [(r["count"], r["sum"]) for r in out] == [(1, 2.0)]

@@ -240,3 +240,54 @@ def test_timestamp_output_columns(spark: Any, tmp_path: Any) -> None:
     ]
     assert got == expected
     assert sum(sum(c.values()) for c in expected) == 3
+
+
+def test_a_one_partition_batch_with_due_timers_runs_without_a_shuffle(
+    spark: Any, tmp_path: Any
+) -> None:
+    """A micro-batch in one partition runs every instance in that one task also when
+    timers are due (the due instances' marker rows join it by a coalesce, not a shuffle),
+    with the output simulate gives."""
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("k", T.LongType()), T.StructField("ts", T.LongType())])
+    batches = [
+        [(k, 1_000 * k) for k in range(1, 9)],
+        [(2, 100_000)],  # watermark 8 s: no timer (61..68 s) due yet
+        [(3, 200_000)],  # watermark 100 s: keys 1 and 4..8 fire, most without rows
+    ]
+    runner = StatefulRunner(
+        sessions,
+        on_timer=on_timer,
+        key="k",
+        order_by="ts",
+        output_schema="k long, end long, n long",
+        storage=f"sqlite:///{tmp_path}/state.db",
+        job="j",
+        operator="sessions",
+        max_key_groups=16,
+        parallelism=4,
+        time_mode="event",
+        event_time="ts",
+        watermark_delay="0 seconds",
+    )
+    outputs, plans = [], []
+    for i, rows in enumerate(batches):
+        out = runner.process(spark.createDataFrame(rows, schema).coalesce(1), i)
+        plans.append(out._jdf.queryExecution().executedPlan().toString())
+        outputs.append(Counter(tuple(r) for r in out.collect()))
+    runner.close()
+    sim = simulate(
+        sessions,
+        [[{"k": k, "ts": ts} for k, ts in rows] for rows in batches],
+        key="k",
+        order_by="ts",
+        parallelism=4,
+        time_mode="event",
+        event_time="ts",
+        on_timer=on_timer,
+        max_key_groups=16,
+    )
+    assert outputs == [Counter((r["k"], r["end"], r["n"]) for r in out) for out in sim.outputs]
+    assert runner.history[2].timers_fired == 6
+    assert "Exchange" not in plans[2], plans[2]

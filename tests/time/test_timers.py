@@ -14,7 +14,13 @@ import pytest
 
 from objectspace import operators as ops
 from objectspace.operators import Clock, KeyState, TimeError
-from objectspace.operators.timing import DUE_ID, due_timers, earliest, parse_duration
+from objectspace.operators.timing import (
+    DUE_ID,
+    TIMERS_ID,
+    due_timers,
+    earliest,
+    parse_duration,
+)
 from objectspace.space import ObjectSpace
 from objectspace.testing import simulate
 
@@ -391,9 +397,9 @@ def test_a_retried_attempt_keeps_its_batch_time():
     assert sim.outputs[0][0]["at"] < sim.outputs[1][0]["at"]
 
 
-def test_a_timer_costs_at_most_two_rows_and_no_object_per_key():
-    """Registering a timer writes <= 2 rows and firing one deletes <= 2: no object (and
-    no object index row) per key with timers."""
+def test_a_timer_costs_one_row_and_no_object_per_key():
+    """Registering a timer writes one row and firing one deletes one: the due index is the
+    only persisted structure (no timers-by-key set, no object per key with timers)."""
 
     def fn(key, rows, state):
         for row in rows:
@@ -421,8 +427,8 @@ def test_a_timer_costs_at_most_two_rows_and_no_object_per_key():
         on_timer=on_timer,
     )
     assert sim.stats[3].timers_fired == 2 * n
-    assert sim.stats[1].rows_written <= 2 * n + 8
-    assert sim.stats[3].rows_written <= 2 * (2 * n) + 8  # 400 timers fired
+    assert sim.stats[1].rows_written <= n + 8
+    assert sim.stats[3].rows_written <= 2 * n + 8  # 400 timers fired
     assert [ms(t) for t in sim.state(-1).timers.list()] == [11_000]
 
 
@@ -449,3 +455,37 @@ def test_a_batch_run_again_by_a_restarted_driver_keeps_its_batch_time(tmp_path) 
         assert later.clock.batch_time > planned.clock.batch_time
     finally:
         again.close()
+
+
+def test_a_store_with_the_earlier_timers_by_key_set_is_read_and_the_set_dropped():
+    """A space written by an earlier version kept a sorted set ``TIMERS_ID`` of live
+    ``(prefix, when)`` beside the due index: an index entry missing from it (a deleted
+    timer) never fires, the live ones do, and the set is deleted on first use."""
+    space = ObjectSpace()
+    clock = Clock("event", watermark=None)
+    a = KeyState.for_key(space, "a", clock)
+    b = KeyState.for_key(space, "b", clock)
+    due = space.create_sorted_set(DUE_ID)
+    legacy = space.create_sorted_set(TIMERS_ID)
+    for state, when, live in ((a, 10, True), (a, 20, False), (b, 15, True)):
+        due.add((when, "t", state._prefix, state.key, ()))
+        if live:
+            legacy.add((state._prefix, when))
+    assert [ms(t) for t in a.timers.list()] == [10]
+    assert TIMERS_ID not in space
+    fired = [(when, key) for when, _, key, _ in due_timers(space, 100)]
+    assert fired == [(10, "a"), (15, "b")]
+    assert len(due) == 0
+
+
+def test_a_root_namespace_timer_is_indexed_without_its_empty_namespace_path():
+    """A timer of a key's root namespace is ``(when, "t", prefix, key)`` in the due index
+    (no empty path to encode in every row); a nested one keeps its path, and both fire
+    with their key and path."""
+    space = ObjectSpace()
+    state = KeyState.for_key(space, 7, Clock("event", watermark=None))
+    state.timers.register(10)
+    state.namespace("op").timers.register(20)
+    assert sorted(len(e) for e in space.get_sorted_set(DUE_ID)) == [4, 5]
+    fired = [(when, key, names) for when, _, key, names in due_timers(space, 100)]
+    assert fired == [(10, 7, ()), (20, 7, ("op",))]

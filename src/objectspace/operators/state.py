@@ -42,6 +42,24 @@ __all__ = ["KeyState", "key_prefix"]
 
 _T = TypeVar("_T", bound=PersistedObject)
 
+_SHARED = "#shared/"
+"""Id prefix of the key group's shared dicts (``#`` never starts a key's id prefix)."""
+
+
+def _shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
+    """The key group's shared sorted dict ``name`` and this namespace's prefix: an
+    operator whose keys each hold a few small entries keeps them there under keys
+    ``(prefix, ...)`` (this key's entries are the range ``(prefix,)``..``(prefix +
+    "\\x00",)``) instead of in an object per key, so a key's first entry or its last one
+    deleted writes one row, not an object created or deleted (its index row and its
+    tables), and a batch's edits of many keys go to one table. :meth:`KeyState.clear`
+    drops the namespace's entries."""
+    space = state._space
+    object_id = _SHARED + _escape(name)
+    if object_id in space:
+        return space.get_sorted_dict(object_id), state._prefix
+    return space.create_sorted_dict(object_id), state._prefix
+
 
 def _escape(name: str) -> str:
     if not isinstance(name, str) or not name:
@@ -233,10 +251,18 @@ class KeyState:
         return (i for i in self._space if i.startswith(prefix))
 
     def clear(self) -> None:
-        """Delete every object of this namespace (nested namespaces too), and its timers."""
-        for object_id in list(self.ids()):
-            self._space.delete(object_id)
-        drop_timers(self._space, self._prefix)
+        """Delete every object of this namespace (nested namespaces too), its timers and its
+        entries in the key group's shared dicts (see :func:`_shared_dict`)."""
+        space = self._space
+        prefix = self._prefix
+        for object_id in list(space):
+            if object_id.startswith(prefix):
+                space.delete(object_id)
+            elif object_id.startswith(_SHARED):
+                shared = space.get_sorted_dict(object_id)
+                for at in list(shared.irange((prefix,), (prefix + "\U0010ffff",))):
+                    del shared[at]
+        drop_timers(space, prefix)
 
     def __repr__(self) -> str:
         return f"<KeyState {self._prefix!r}>"

@@ -1,12 +1,15 @@
 """``session_window``, ``tumbling_window`` and ``sliding_window``: event-time windows per key.
 
 Each window (a session, or a window of fixed size aligned to the epoch) keeps its running
-aggregates in one entry of a dict of the key's state. A fixed window has one event-time
-timer at its end; a key's sessions share one timer, at or before the earliest session end
-(a growing session keeps it, an early firing arms the next). When the watermark reaches a
-window's end its timer has fired and the window is emitted once, as ``{"start", "end",
-<aggs>}`` with aware UTC datetimes, and its entry is deleted. So a batch writes one dict
-entry per window it touched, and a window costs about one timer registration.
+aggregates in one entry of a dict: a fixed window in a dict of the key's state, a session
+in a sorted dict the key group's keys share (keys rarely hold more than one session, so
+an object per key would be created and deleted with nearly every session). A fixed window
+has one event-time timer at its end; a key's sessions share one timer, at or before the
+earliest session end (a growing session keeps it, an early firing arms the next). When the
+watermark reaches a window's end its timer has fired and the window is emitted once, as
+``{"start", "end", <aggs>}`` with aware UTC datetimes, and its entry is deleted. So a
+batch writes one dict entry per window it touched, and a window costs about one timer
+registration.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from objectspace.collections import PersistedSortedDict
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -26,7 +30,7 @@ from objectspace.operators._base import (
     _Operator,
     _row_times,
 )
-from objectspace.operators.state import KeyState
+from objectspace.operators.state import KeyState, _shared_dict
 from objectspace.operators.timing import from_ms, to_ms
 
 __all__ = ["session_window", "sliding_window", "tumbling_window"]
@@ -123,10 +127,10 @@ class _SessionWindow(_TimeWindowed):
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         gap = self.gap
-        sessions = state.dict("sessions")
+        sessions, prefix = _shared_dict(state, _SESSIONS)
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
-        before = {s: e for s, e in sessions.items()}
+        before = _open_sessions(state, sessions, prefix)
         open_ = {s: list(e) for s, e in before.items()}
         for row, t in zip(rows, _row_times(self, state, rows), strict=True):
             # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
@@ -143,10 +147,11 @@ class _SessionWindow(_TimeWindowed):
                 open_[min(hits[0], t)] = entry
             self._add(entry, 1, row)
         for s in before.keys() - open_.keys():
-            del sessions[s]
+            del sessions[(prefix, s)]
+        short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
         for s, entry in open_.items():
             if before.get(s) != entry:
-                sessions[s] = entry
+                sessions[(prefix, s)] = [entry[0] - s, *(entry[1:3] if short else entry[1:])]
         if open_:
             first = min(e[0] for e in open_.values())
             if not before:
@@ -176,22 +181,45 @@ class _SessionWindow(_TimeWindowed):
     def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
         """Emit (and forget) the key's sessions that the watermark reached (end at or before
         it), and arm the timer of the next one."""
-        if "sessions" not in state:
+        sessions, prefix = _shared_dict(state, _SESSIONS)
+        open_ = _open_sessions(state, sessions, prefix)
+        if not open_:
             return []
         clock = state.clock
         now = to_ms(when) if clock is None or clock.now is None else max(clock.now, to_ms(when))
-        sessions = state.dict("sessions")
-        due = sorted((s, e) for s, e in sessions.items() if e[0] <= now)
         out = []
-        for start, entry in due:
-            del sessions[start]
+        for start in sorted(s for s, e in open_.items() if e[0] <= now):
+            entry = open_.pop(start)
+            del sessions[(prefix, start)]
             out.append(self._row(start, entry[0], entry, 1))
-        if sessions:
+        if open_:
             # The timer that fired was the key's only one: arm the next.
-            state.timers.register(min(e[0] for e in sessions.values()))
-        else:
-            state.delete("sessions")
+            state.timers.register(min(e[0] for e in open_.values()))
         return out
+
+
+# session_window keeps every key's open sessions in the key group's shared dict
+# ``_SESSIONS``: (key state prefix, start) -> [end - start, count, sum] (+ [min, max] when
+# an aggregate needs them; the length, a smaller int than the end, encodes shorter). Stores written by earlier versions hold a dict ``_LEGACY`` per
+# key instead (start -> [end, count, sum, min, max]), moved over when the key is next used.
+_SESSIONS = "session_window"
+_LEGACY = "sessions"
+
+
+def _open_sessions(
+    state: KeyState, sessions: PersistedSortedDict, prefix: str
+) -> dict[int, list[Any]]:
+    """The key's open sessions: start -> [end, count, sum, min, max]."""
+    if _LEGACY in state:
+        for start, entry in state.dict(_LEGACY).items():
+            sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
+        state.delete(_LEGACY)
+    found = {}
+    for at in sessions.irange((prefix,), (prefix + "\x00",), inclusive=(True, False)):
+        entry = sessions[at]
+        start = at[1]
+        found[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
+    return found
 
 
 def session_window(
@@ -215,11 +243,12 @@ def session_window(
         # sim.outputs[i]: [{"user": ..., "start": datetime(..., tzinfo=UTC), "end": ...,
         #                   "count": 3, "sum": 42.0}, ...]
 
-    State: dict ``"sessions"`` from a session's start (epoch ms) to ``[end, count, sum,
-    min, max]``, deleted when the key has no open session, and one event-time timer at or
-    before the earliest end (a session that grows keeps its timer; when it fires early the
-    next one is armed). Cost: O(open sessions of the key) per row; writes: one dict entry
-    per session a batch touched, one timer per armed end.
+    State: one entry per open session, ``(key, start) -> [end - start, count, sum(, min,
+    max)]`` (epoch ms), in a sorted dict the key group's keys share (no object per key: a key's
+    first session or its last one closed writes one row), and one event-time timer at or
+    before the key's earliest end (a session that grows keeps its timer; when it fires
+    early the next one is armed). Cost: O(log n + open sessions of the key) per row;
+    writes: one entry per session a batch touched, one row per timer armed or fired.
     """
     return _SessionWindow(
         _check_duration("session_window", "gap", gap),

@@ -5,10 +5,12 @@ the space's own checkpoint: a key group keeps one persisted sorted set, the *due
 (id :data:`DUE_ID`), holding ``(time_ms, kind, ...)`` entries ordered by time:
 
 * ``(when, "t", prefix, key, names)``: a timer of the key state ``prefix`` (key ``key``,
-  namespace path ``names``); the key group also keeps every key's timers in one sorted
-  set of ``(prefix, when)`` (id :data:`TIMERS_ID`; a key's :meth:`Timers.list` is a range
-  of it), which is the truth: an index entry whose timer is gone from it (deleted, or the
-  key's state cleared) is dropped unfired. A timer is two rows, one in each set.
+  namespace path ``names``; ``(when, "t", prefix, key)`` in the root namespace). A timer is this one row: the timers of a key (for
+  :meth:`Timers.list`, ``delete`` and clearing a key's state) are found through an
+  in-memory index of the space's timers by ``(prefix, when)``, derived from the due index
+  the first time a space's timers are used (O(timers) once per space loaded) and kept up
+  to date by every timer operation, never persisted. (Stores written before kept that
+  index as a sorted set, id :data:`TIMERS_ID`; it is folded in and deleted on first use.)
 * ``(when, "e", object_id, encoded_key, key)``: an entry of a TTL'd dict, set, sorted
   dict, sorted set or value expiring at ``when``; the collection keeps each entry's expiry
   in a dict ``<object_id>%ttl`` (encoded key -> time), which again is the truth.
@@ -34,6 +36,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from sortedcontainers import SortedDict
 
 from objectspace.collections import (
     PersistedDict,
@@ -69,7 +74,9 @@ __all__ = [
 DUE_ID = "#time/due"
 """Id of a key group's due index (``#`` never starts a key's id prefix)."""
 TIMERS_ID = "#time/timers"
-"""Id of a key group's timers by key: a sorted set of ``(key state prefix, when_ms)``."""
+"""Id of the sorted set of ``(key state prefix, when_ms)`` that stores written by earlier
+versions kept beside the due index (the timers that had not been deleted); read once, then
+deleted (see :func:`_timer_index`)."""
 UNCLOCKED = -(1 << 62)
 """Deadlines below ``UNCLOCKED / 2`` belong to TTL'd entries written before the operator
 had a time (event mode, before the first watermark): ``UNCLOCKED + ttl``. They are due as
@@ -201,9 +208,9 @@ class Timers:
 
     A timer fires once the operator's time (the watermark in event mode, the batch time in
     processing mode) reaches it, after the batch's keys with rows were called; its handler
-    is ``on_timer(key, when, state)``. The key group keeps every key's timers in one
-    sorted set of ``(prefix, when)`` (:data:`TIMERS_ID`) beside the due index: registering
-    writes two rows (one element of each), and no object is created per key.
+    is ``on_timer(key, when, state)``. A timer is one element of the key group's due
+    index: registering writes one row, firing or deleting one, and no object is created
+    per key.
     """
 
     __slots__ = ("_state",)
@@ -213,7 +220,7 @@ class Timers:
 
     def register(self, when: datetime | int) -> None:
         """Register a timer at ``when`` (a datetime, naive meaning UTC, or int epoch ms);
-        registering one that exists changes nothing. Writes O(1) rows."""
+        registering one that exists changes nothing. Writes one row."""
         ms = to_ms(when, "a timer's time")
         state = self._state
         clock = state._clock
@@ -222,34 +229,38 @@ class Timers:
                 f"{state!r}: timers need time_mode='event' or 'processing' "
                 "(this operator runs with time_mode=None)"
             )
-        space = state._space
-        own = _timer_set(space, True)
-        assert own is not None
-        element = (state._prefix, ms)
-        if element in own:
+        timers = _timer_index(state._space, True)
+        assert timers is not None
+        at = (state._prefix, ms)
+        if at in timers.by_key:
             return
-        own.add(element)
-        _due_index(space).add((ms, "t", state._prefix, state._key, state._names))
+        names = state._names
+        entry = (ms, "t", state._prefix, state._key, *((names,) if names else ()))
+        timers.due.add(entry)
+        timers.by_key[at] = entry
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
         ms = to_ms(when, "a timer's time")
         state = self._state
-        space = state._space
-        own = _timer_set(space, False)
-        element = (state._prefix, ms)
-        if own is None or element not in own:
+        timers = _timer_index(state._space, False)
+        if timers is None:
             return
-        own.discard(element)
-        if DUE_ID in space:
-            space.get_sorted_set(DUE_ID).discard((ms, "t", state._prefix, state._key, state._names))
+        entry = timers.by_key.pop((state._prefix, ms), None)
+        if entry is not None:
+            timers.due.discard(entry)
 
     def _times(self) -> list[int]:
-        own = _timer_set(self._state._space, False)
-        if own is None:
+        timers = _timer_index(self._state._space, False)
+        if timers is None:
             return []
         prefix = self._state._prefix
-        return [ms for _, ms in own.irange((prefix,), (prefix + "\x00",), inclusive=(True, False))]
+        return [
+            ms
+            for _, ms in timers.by_key.irange(
+                (prefix,), (prefix + "\x00",), inclusive=(True, False)
+            )
+        ]
 
     def list(self) -> list[datetime]:
         """This key's timers, ascending, as aware UTC datetimes."""
@@ -262,42 +273,87 @@ class Timers:
         return f"<Timers of {self._state!r}: {self.list()}>"
 
 
-def _timer_set(space: ObjectSpace, create: bool) -> PersistedSortedSet | None:
-    if TIMERS_ID in space:
-        return space.get_sorted_set(TIMERS_ID)
-    return space.create_sorted_set(TIMERS_ID) if create else None
+class _TimerIndex:
+    """The timers of one space by ``(prefix, when)`` -> their element of the due index
+    ``due`` (the very element stored there, so it is discarded by equality)."""
+
+    __slots__ = ("by_key", "due")
+
+    def __init__(self, due: PersistedSortedSet) -> None:
+        self.due = due
+        self.by_key: SortedDict[tuple[str, int], tuple[Any, ...]] = SortedDict()
+
+
+# Per space (weakly held: it goes with its space), the timer index derived from its due
+# index; rebuilt when the space's due index is another object (deleted and re-created).
+_TIMER_INDEXES: WeakKeyDictionary[ObjectSpace, _TimerIndex] = WeakKeyDictionary()
+
+
+def _timer_index(space: ObjectSpace, create: bool) -> _TimerIndex | None:
+    """The timer index of ``space`` (``None``: no due index and not ``create``).
+
+    Built from the due index on first use: O(entries) once per space (a restored or
+    adopted space is a new object). A store written by an earlier version also has the
+    sorted set :data:`TIMERS_ID`, which then said which index entries were live timers:
+    entries missing from it (deleted timers, cleared keys) are dropped from the due index
+    now, and the set is deleted (both written with the next checkpoint)."""
+    if DUE_ID in space:
+        due = space.get_sorted_set(DUE_ID)
+    elif create:
+        due = space.create_sorted_set(DUE_ID)
+    else:
+        return None
+    found = _TIMER_INDEXES.get(space)
+    if found is not None and found.due is due:
+        return found
+    index = _TimerIndex(due)
+    legacy = space.get_sorted_set(TIMERS_ID) if TIMERS_ID in space else None
+    stale = []
+    for entry in due:
+        if entry[1] != "t":
+            continue
+        at = (entry[2], entry[0])
+        if legacy is not None and at not in legacy:
+            stale.append(entry)
+        else:
+            index.by_key[at] = entry
+    for entry in stale:
+        due.discard(entry)
+    if legacy is not None:
+        space.delete(TIMERS_ID)
+    _TIMER_INDEXES[space] = index
+    return index
 
 
 def drop_timers(space: ObjectSpace, prefix: str) -> None:
-    """Forget the timers of every key state whose prefix starts with ``prefix`` (a key's
-    state cleared, nested namespaces too); their due-index entries are dropped unfired.
-    O(log n + timers dropped)."""
-    own = _timer_set(space, False)
-    if own is None:
+    """Delete the timers of every key state whose prefix starts with ``prefix`` (a key's
+    state cleared, nested namespaces too). O(log n + timers dropped)."""
+    timers = _timer_index(space, False)
+    if timers is None:
         return
-    for element in list(own.irange((prefix,), (prefix + "\U0010ffff",))):
-        own.discard(element)
+    by_key = timers.by_key
+    for at in list(by_key.irange((prefix,), (prefix + "\U0010ffff",))):
+        timers.due.discard(by_key.pop(at))
 
 
 def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any, tuple[str, ...]]]:
     """Pop the timers of ``space`` due at ``now`` (time <= now), in time order (then by
-    key): ``(when_ms, prefix, key, names)`` each, removed from the index and from their
-    key's timers. Timers registered afterwards fire in a later call. O(due timers)."""
-    if now is None or DUE_ID not in space:
+    key): ``(when_ms, prefix, key, names)`` each, removed from the index. Timers
+    registered afterwards fire in a later call. O(due timers)."""
+    if now is None:
         return []
-    index = space.get_sorted_set(DUE_ID)
+    timers = _timer_index(space, False)
+    if timers is None:
+        return []
+    index = timers.due
     taken = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
-    if not taken:
-        return []
-    own = _timer_set(space, False)
     due: list[tuple[int, str, Any, tuple[str, ...]]] = []
+    by_key = timers.by_key
     for entry in taken:
-        when, _, prefix, key, names = entry
+        when, _, prefix, key = entry[:4]
+        names = entry[4] if len(entry) > 4 else ()
         index.discard(entry)
-        element = (prefix, when)
-        if own is None or element not in own:
-            continue  # deleted meanwhile (or the key's state was cleared)
-        own.discard(element)
+        by_key.pop((prefix, when), None)
         due.append((when, prefix, key, tuple(names)))
     return due
 

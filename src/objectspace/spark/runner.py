@@ -294,9 +294,13 @@ class StatefulRunner:
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
-        if not timing.due and self._single_partition(df):
+        if self._single_partition(df):
             # Small micro-batches often arrive in one partition: run every instance in that
-            # task instead of shuffling the rows to one task per instance.
+            # task instead of shuffling the rows to one task per instance (the due
+            # instances' marker rows join it without a shuffle). One Python worker then
+            # runs every batch and keeps the instances in its memory.
+            if timing.due:
+                routed = routed.coalesce(1)
             result = routed.mapInArrow(lambda it: task.run_partition(it), struct)
         else:
             result = routed.groupBy(_INSTANCE).applyInArrow(lambda g, t: task(g, t), struct)
