@@ -158,6 +158,11 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         spelled otherwise), or ``_MISSING`` when that is plain (its own canonical form)."""
         raise NotImplementedError
 
+    def _plain_keys(self) -> bool:
+        """Whether :meth:`_held` is ``_MISSING`` for every live key (no key is held under
+        a spelling of its own), so a save encodes each slot as it is."""
+        return False
+
     def _numbers(self) -> dict[Any, int]:
         """Insertion number by key (empty where order is not kept: every number is 0)."""
         return _NO_NUMBERS
@@ -196,6 +201,19 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         if page.cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
+        if not page.cleared and self._plain_keys():
+            # No key held under another spelling (the common case): each slot is its key.
+            for slot in page.slots:
+                if slot in data:
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
+                else:
+                    try:
+                        row = encode_key(slot)[0]
+                    except UNENCODABLE:
+                        continue  # a key that cannot be encoded was never stored
+                    rows[row] = DELETED
+            return
         held = self._held
         for slot in page.slots:
             if slot in data:

@@ -100,13 +100,15 @@ class PersistedDict(_DictBase):
                     prev = self._order[key]
                     break
                 touched += 1
-            tail = list(itertools.islice(reversed(data), touched))
-            tail.reverse()
-            self._number(tail, prev)
-            for slot in slots:
-                if slot not in data:
-                    self._order.pop(slot, None)
-                    self._spell.pop(slot, None)
+            if touched:
+                tail = list(itertools.islice(reversed(data), touched))
+                tail.reverse()
+                self._number(tail, prev)
+            if not data.keys() >= slots:  # some slot was removed (one C-level pass)
+                for slot in slots:
+                    if slot not in data:
+                        self._order.pop(slot, None)
+                        self._spell.pop(slot, None)
         super()._emit(out, page, whole)
 
     def _held(self, slot: Any) -> Any:
@@ -114,6 +116,9 @@ class PersistedDict(_DictBase):
         # unless plain: then it is its own canonical form, the one any equal slot encodes to.
         spell = self._spell
         return spell.get(slot, _MISSING) if spell else _MISSING
+
+    def _plain_keys(self) -> bool:
+        return not self._spell
 
     def _numbers(self) -> dict[Any, int]:
         return self._order

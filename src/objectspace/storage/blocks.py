@@ -35,7 +35,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -232,7 +232,7 @@ def _split(name: str) -> tuple[str, str]:
 
 def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
     """The table folders of a block, which the catalog interns."""
-    return list(dict.fromkeys(_split(name)[0] for name in changes))
+    return list(dict.fromkeys([name.rpartition("/")[0] for name in changes]))
 
 
 def _signed(digest: int) -> int:
@@ -396,9 +396,14 @@ def _encode_plain(
        a msgpack float, whose 8 bytes go to a column of byte planes).
     """
     by_head: dict[str, list[tuple[str, TableChanges]]] = {}
+    get_group = by_head.get
     for name, change in changes.items():
-        head, tail = _split(name)
-        by_head.setdefault(head, []).append((tail, change))
+        head, _, tail = name.rpartition("/")
+        group = get_group(head)
+        if group is None:
+            by_head[head] = [(tail, change)]
+        else:
+            group.append((tail, change))
     tails: dict[str, int] = {}
     head_tables: list[int] = []
     table_tails: list[int] = []
@@ -412,78 +417,125 @@ def _encode_plain(
     fixed: dict[int, list[bytes]] = {}  # width → the values of the tables of that width
     value_lens: list[int] = []
     values: list[bytes] = []
+    # Bound once: the loop below runs once per table (most hold one row).
+    tail_id = tails.setdefault
+    add_table_tail = table_tails.append
+    add_count = counts.append
+    add_mode = key_modes.append
+    add_int_key = int_keys.append
+    add_key_len = key_lens.append
+    add_key = keys.append
+    add_width = widths.append
+    add_value_len = value_lens.append
+    add_value = values.append
+    get_fixed = fixed.get
     rows_total = 0
     index = 0
     if head_ids is not None:  # interned folders in id order: their ids delta-encode
-        by_head = dict(sorted(by_head.items(), key=lambda item: head_ids[item[0]]))
+        by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
+    table_rows: list[dict[bytes, Any]] = []
+    add_rows = table_rows.append
     for group in by_head.values():
         head_tables.append(len(group))
         for tail, change in group:
-            table_tails.append(tails.setdefault(tail, len(tails)))
+            add_table_tail(tail_id(tail, len(tails)))
             if change.truncated and not full:
                 truncated.append(index)
             index += 1
-            rows = change.rows
-            if len(rows) == 1:  # the common case (one entry of an object changed), inline
-                ((key, value),) = rows.items()
-                if value is DELETED and full:
-                    counts.append(0)
-                    key_modes.append(0)
-                    widths.append(0)
+            add_rows(change.rows)
+    flat_keys = list(chain.from_iterable(table_rows))
+    flat_values = list(chain.from_iterable(map(dict.values, table_rows)))
+    lens = list(map(len, flat_values)) if DELETED not in flat_values else []
+    width = lens[0] if lens else 0
+    if (
+        0 < width <= 64
+        and lens.count(width) == len(lens)
+        and not any(map(bytes.isdigit, flat_keys))
+    ):
+        # Every key stored as bytes and every value a put of one width (a float dict's
+        # entries): the columns the loop below would build, in C-level passes.
+        counts = list(map(len, table_rows))
+        key_modes = [0] * len(counts)
+        key_lens = list(map(len, flat_keys))
+        keys = flat_keys
+        widths = [width if n else 0 for n in counts]
+        fixed = {width: cast("list[bytes]", flat_values)}
+        rows_total = len(flat_keys)
+        table_rows = []
+    for rows in table_rows:
+        if len(rows) == 1:  # the common case (one entry of an object changed), inline
+            ((key, value),) = rows.items()
+            if value is DELETED:
+                if full:
+                    add_count(0)
+                    add_mode(0)
+                    add_width(0)
                     continue
-                counts.append(1)
+                add_count(1)
                 rows_total += 1
                 if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
-                    key_modes.append(1)
-                    int_keys.append(int(key))
+                    add_mode(1)
+                    add_int_key(int(key))
                 else:
-                    key_modes.append(0)
-                    key_lens.append(len(key))
-                    keys.append(key)
-                if value is DELETED:
-                    widths.append(0)
-                    value_lens.append(_DELETE)
-                    continue
-                put = cast("bytes", value)
-                width = len(put)
-                if 0 < width <= 64:
-                    widths.append(width)
-                    fixed.setdefault(width, []).append(put)
-                else:
-                    widths.append(0)
-                    value_lens.append(width)
-                    values.append(put)
+                    add_mode(0)
+                    add_key_len(len(key))
+                    add_key(key)
+                add_width(0)
+                add_value_len(_DELETE)
                 continue
-            table_keys = list(rows)
-            table_values = list(rows.values())
-            if full and table_values.count(DELETED):
-                table_keys = [k for k, v in rows.items() if v is not DELETED]
-                table_values = [v for v in table_values if v is not DELETED]
-            counts.append(len(table_keys))
-            rows_total += len(table_keys)
-            as_ints = _table_keys(table_keys)
-            if as_ints is None:
-                key_modes.append(0)
-                key_lens.extend(map(len, table_keys))
-                keys.extend(table_keys)
+            add_count(1)
+            rows_total += 1
+            if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
+                add_mode(1)
+                add_int_key(int(key))
             else:
-                key_modes.append(1)
-                int_keys.extend(as_ints)
-            if table_values and not table_values.count(DELETED):
-                puts = cast("list[bytes]", table_values)
-                lens = list(map(len, puts))
-                width = lens[0]
-                if lens.count(width) == len(lens) and 0 < width <= 64:
-                    widths.append(width)
-                    fixed.setdefault(width, []).extend(puts)
-                    continue
-            widths.append(0)
-            for value in table_values:
-                if value is DELETED:
-                    value_lens.append(_DELETE)
+                add_mode(0)
+                add_key_len(len(key))
+                add_key(key)
+            put = cast("bytes", value)
+            width = len(put)
+            if 0 < width <= 64:
+                add_width(width)
+                same = get_fixed(width)
+                if same is None:
+                    fixed[width] = [put]
                 else:
-                    value_lens.append(len(value))  # type: ignore[arg-type]
-                    values.append(value)  # type: ignore[arg-type]
+                    same.append(put)
+            else:
+                add_width(0)
+                add_value_len(width)
+                add_value(put)
+            continue
+        table_keys = list(rows)
+        table_values = list(rows.values())
+        if full and table_values.count(DELETED):
+            table_keys = [k for k, v in rows.items() if v is not DELETED]
+            table_values = [v for v in table_values if v is not DELETED]
+        add_count(len(table_keys))
+        rows_total += len(table_keys)
+        as_ints = _table_keys(table_keys)
+        if as_ints is None:
+            add_mode(0)
+            key_lens.extend(map(len, table_keys))
+            keys.extend(table_keys)
+        else:
+            add_mode(1)
+            int_keys.extend(as_ints)
+        if table_values and not table_values.count(DELETED):
+            puts = cast("list[bytes]", table_values)
+            lens = list(map(len, puts))
+            width = lens[0]
+            if lens.count(width) == len(lens) and 0 < width <= 64:
+                add_width(width)
+                fixed.setdefault(width, []).extend(puts)
+                continue
+        add_width(0)
+        for value in table_values:
+            if value is DELETED:
+                add_value_len(_DELETE)
+            else:
+                add_value_len(len(value))
+                add_value(value)
     heads: list[Any] = list(by_head)
     if head_ids is not None:
         ids = [head_ids[h] for h in heads]
