@@ -142,6 +142,10 @@ class Instance:
         return dict(self._spaces)
 
     def _load(self, key_groups: range) -> None:
+        with gc_paused():  # a restore allocates per stored entry (see gc_paused)
+            self._load_paused(key_groups)
+
+    def _load_paused(self, key_groups: range) -> None:
         op = self.operator
         backend = op.job.backend
         base = self.base

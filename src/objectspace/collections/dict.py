@@ -146,7 +146,9 @@ class PersistedDict(_DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedDict:
-        data, numbers, old = cls._load_entries(object_id, reader, loads)
+        data, numbers, old = cls._load_entries(
+            object_id, reader, loads, space.serializer.raw_loads_many
+        )
         if old:
             obj = cls(space, object_id, data)
             obj._rewrite(set(data))
@@ -155,5 +157,6 @@ class PersistedDict(_DictBase):
         obj._data = data
         obj._order = numbers
         obj._next = max(numbers.values(), default=-1) + 1
-        obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
+        if not set(map(type, data)) <= PLAIN_KEY_TYPES:  # else none to note (C-level pass)
+            obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
         return obj

@@ -704,8 +704,12 @@ def _table_values(
         else:
             lens = value_lens[lpos : lpos + count]
             lpos += count
-            size = sum(n for n in lens if n > 0)
-            values.extend(_mixed_values(lens, data[pos : pos + size], b""))
+            if min(lens, default=0) < 0:  # a delete among them
+                size = sum(n for n in lens if n > 0)
+                values.extend(_mixed_values(lens, data[pos : pos + size], b""))
+            else:  # puts only
+                size = sum(lens)
+                values.extend(_slices(data[pos : pos + size], lens))
             pos += size
     return values
 
