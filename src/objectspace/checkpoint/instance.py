@@ -205,6 +205,7 @@ class Instance:
             writes = op.job.backend.write_pending(
                 op.job.name, op.name, checkpoint_id, self.attempt, parts
             )
+            parts.clear()  # freed now: the collection after the pause does not scan them
         self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
             key_groups=len(writes),

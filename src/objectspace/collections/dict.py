@@ -8,14 +8,19 @@ from collections.abc import (
     Iterable,
     Iterator,
 )
+from collections.abc import (
+    Set as AbstractSet,
+)
 from typing import TYPE_CHECKING, Any
 
 from objectspace.collections.base import (
+    ENTRY_MARK,
+    UNENCODABLE,
     Emitter,
     Page,
 )
 from objectspace.serialization import PLAIN_KEY_TYPES
-from objectspace.tables import StateReader
+from objectspace.tables import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
@@ -109,7 +114,40 @@ class PersistedDict(_DictBase):
                     if slot not in data:
                         self._order.pop(slot, None)
                         self._spell.pop(slot, None)
+            if not self._spell and self._emit_plain(out, slots):
+                return
         super()._emit(out, page, whole)
+
+    def _emit_plain(self, out: Emitter, slots: AbstractSet[Any]) -> bool:
+        """The rows of a page without a clear, every live key plain (no spelling): what
+        ``_emit_rows`` writes, in one frame (the common differential save). ``False``
+        when a key needs ``encode_key`` after all (an int beyond 64 bits): the caller
+        writes the rows again the general way."""
+        name = self._t_items
+        changes = out.changes.get(name)
+        if changes is None:
+            changes = out.changes[name] = TableChanges()
+        rows = changes.rows
+        data = self._data
+        number = self._order.get
+        key_dumps = out.key_dumps
+        dumps = out.dumps
+        pack_uint = out.pack_uint
+        plain = PLAIN_KEY_TYPES
+        try:
+            for slot in slots:
+                if slot in data:
+                    row = key_dumps(slot) if type(slot) in plain else out.encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
+                else:
+                    try:
+                        row = out.encode_key(slot)[0]
+                    except UNENCODABLE:
+                        continue  # a key that cannot be encoded was never stored
+                    rows[row] = DELETED
+        except OverflowError:
+            return False
+        return True
 
     def _held(self, slot: Any) -> Any:
         # Every live key was noted by _number (here or at an earlier save) or at load,
