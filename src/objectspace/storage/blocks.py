@@ -35,7 +35,8 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain
+from itertools import accumulate, chain, repeat
+from operator import itemgetter
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -75,6 +76,7 @@ __all__ = [
 
 Tables = dict[str, dict[bytes, bytes]]
 _Rows = list[tuple[str, bytes, bytes | None]]
+_FIRST = itemgetter(0)
 
 _HEAD = struct.Struct("<BQ")
 _LEGACY_HEAD = struct.Struct("<IQ")
@@ -395,20 +397,46 @@ def _encode_plain(
        width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
        a msgpack float, whose 8 bytes go to a column of byte planes).
     """
-    by_head: dict[str, list[tuple[str, TableChanges]]] = {}
-    get_group = by_head.get
-    for name, change in changes.items():
-        head, _, tail = name.rpartition("/")
-        group = get_group(head)
-        if group is None:
-            by_head[head] = [(tail, change)]
-        else:
-            group.append((tail, change))
     tails: dict[str, int] = {}
-    head_tables: list[int] = []
-    table_tails: list[int] = []
+    tail_id = tails.setdefault
+    split = list(map(str.rpartition, changes, repeat("/")))
+    folders: list[str] = list(map(_FIRST, split))
+    truncated: list[int]
+    if len(set(folders)) == len(folders):  # a folder per table (one object each): no grouping
+        order: Sequence[int] = range(len(folders))
+        if head_ids is not None:  # interned folders in id order: their ids delta-encode
+            order = sorted(order, key=list(map(head_ids.__getitem__, folders)).__getitem__)
+        edits = list(changes.values())
+        ordered = [edits[i] for i in order]
+        heads: list[Any] = [folders[i] for i in order]
+        head_tables = [1] * len(heads)
+        table_tails = [tail_id(split[i][2], len(tails)) for i in order]
+        truncated = [] if full else [i for i, c in enumerate(ordered) if c.truncated]
+        table_rows: list[dict[bytes, Any]] = [c.rows for c in ordered]
+    else:
+        by_head: dict[str, list[tuple[str, TableChanges]]] = {}
+        for (head, _, tail), change in zip(split, changes.values(), strict=True):
+            group = by_head.get(head)
+            if group is None:
+                by_head[head] = [(tail, change)]
+            else:
+                group.append((tail, change))
+        if head_ids is not None:  # interned folders in id order: their ids delta-encode
+            by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
+        heads = list(by_head)
+        head_tables = list(map(len, by_head.values()))
+        table_tails = []
+        truncated = []
+        table_rows = []
+        index = 0
+        for group in by_head.values():
+            for tail, change in group:
+                table_tails.append(tail_id(tail, len(tails)))
+                if change.truncated and not full:
+                    truncated.append(index)
+                index += 1
+                table_rows.append(change.rows)
     counts: list[int] = []
-    truncated: list[int] = []
     key_modes: list[int] = []
     int_keys: list[int] = []
     key_lens: list[int] = []
@@ -418,8 +446,6 @@ def _encode_plain(
     value_lens: list[int] = []
     values: list[bytes] = []
     # Bound once: the loop below runs once per table (most hold one row).
-    tail_id = tails.setdefault
-    add_table_tail = table_tails.append
     add_count = counts.append
     add_mode = key_modes.append
     add_int_key = int_keys.append
@@ -430,19 +456,6 @@ def _encode_plain(
     add_value = values.append
     get_fixed = fixed.get
     rows_total = 0
-    index = 0
-    if head_ids is not None:  # interned folders in id order: their ids delta-encode
-        by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
-    table_rows: list[dict[bytes, Any]] = []
-    add_rows = table_rows.append
-    for group in by_head.values():
-        head_tables.append(len(group))
-        for tail, change in group:
-            add_table_tail(tail_id(tail, len(tails)))
-            if change.truncated and not full:
-                truncated.append(index)
-            index += 1
-            add_rows(change.rows)
     flat_keys = list(chain.from_iterable(table_rows))
     flat_values = list(chain.from_iterable(map(dict.values, table_rows)))
     lens = list(map(len, flat_values)) if DELETED not in flat_values else []
@@ -536,7 +549,6 @@ def _encode_plain(
             else:
                 add_value_len(len(value))
                 add_value(value)
-    heads: list[Any] = list(by_head)
     if head_ids is not None:
         ids = [head_ids[h] for h in heads]
         heads = [b - a for a, b in zip([0, *ids], ids, strict=False)]
