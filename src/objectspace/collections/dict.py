@@ -13,6 +13,8 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any
 
+import msgpack
+
 from objectspace.collections.base import (
     ENTRY_MARK,
     UNENCODABLE,
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
 from objectspace.collections._dictbase import _MISSING, _DictBase
 
 __all__ = ["PersistedDict"]
+
+# A row's start for the first insertion numbers: the mark and the number (msgpack uint).
+_ENTRY_PREFIXES = tuple(ENTRY_MARK + msgpack.packb(n) for n in range(1024))
 
 
 class PersistedDict(_DictBase):
@@ -134,11 +139,15 @@ class PersistedDict(_DictBase):
         dumps = out.dumps
         pack_uint = out.pack_uint
         plain = PLAIN_KEY_TYPES
+        prefixes = _ENTRY_PREFIXES
+        known = len(prefixes)
         try:
             for slot in slots:
                 if slot in data:
                     row = key_dumps(slot) if type(slot) in plain else out.encode_key(slot)[0]
-                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
+                    n = number(slot, 0)
+                    prefix = prefixes[n] if n < known else ENTRY_MARK + pack_uint(n)
+                    rows[row] = prefix + dumps(data[slot])
                 else:
                     try:
                         row = out.encode_key(slot)[0]
