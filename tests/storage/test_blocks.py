@@ -236,3 +236,21 @@ def test_lookup_decodes_only_the_chunks_of_its_range() -> None:
         blocks.decode_block(bytes(broken), "here")
     again = blocks.lookup(bytes(broken), "here", (prefix, b""), (prefix[:-1] + "0", b""))
     assert again == found
+
+
+def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocks, "_SPLITS", {})
+    monkeypatch.setattr(blocks, "_SPLITS_MAX", 8)
+    changes = {f"state/item/{i}/items": TableChanges(rows={b"\x01": b"x" * 9}) for i in range(6)}
+    first = blocks.encode_block(changes, False)
+    assert len(blocks._SPLITS) == 6
+    again = blocks.encode_block(changes, False)  # every split found
+    assert again == first
+    more = {f"a/{i}/b": TableChanges(rows={b"1": b"y"}) for i in range(5)}
+    blocks.encode_block(more, False)  # 6 + 5 > 8: the kept splits are dropped first
+    assert len(blocks._SPLITS) == 5
+    many = {f"m/{i}/n": TableChanges(rows={b"1": b"y"}) for i in range(9)}
+    block, rows = blocks.encode_block(many, False)  # more than the bound: not kept
+    assert len(blocks._SPLITS) == 5 and rows == 9
+    assert blocks.decode_block(block, "test")[1] == [(f"m/{i}/n", b"1", b"y") for i in range(9)]
+    assert blocks.block_heads(changes) == [f"state/item/{i}" for i in range(6)]

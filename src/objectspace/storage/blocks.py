@@ -35,7 +35,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any, cast
 from urllib.parse import quote
@@ -234,7 +234,31 @@ def _split(name: str) -> tuple[str, str]:
 
 def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
     """The table folders of a block, which the catalog interns."""
-    return list(dict.fromkeys([name.rpartition("/")[0] for name in changes]))
+    return list(dict.fromkeys(map(_FIRST, _splits(changes))))
+
+
+_SPLITS: dict[str, tuple[str, str]] = {}
+_SPLITS_MAX = 1 << 16
+
+
+def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
+    """Each table name's (folder, last component). A save names the same tables as the
+    last one (an object's tables keep their names), so the splits of up to
+    :data:`_SPLITS_MAX` names are kept: found in one C-level pass."""
+    names = list(names)
+    found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
+    if None not in found:
+        return found  # type: ignore[return-value]
+    keep = len(names) <= _SPLITS_MAX
+    if keep and len(_SPLITS) + len(names) > _SPLITS_MAX:
+        _SPLITS.clear()
+    for i, name in enumerate(names):
+        if found[i] is None:
+            head, _, tail = name.rpartition("/")
+            found[i] = (head, tail)
+            if keep:
+                _SPLITS[name] = (head, tail)
+    return found  # type: ignore[return-value]
 
 
 def _signed(digest: int) -> int:
@@ -399,7 +423,7 @@ def _encode_plain(
     """
     tails: dict[str, int] = {}
     tail_id = tails.setdefault
-    split = list(map(str.rpartition, changes, repeat("/")))
+    split = _splits(changes)
     folders: list[str] = list(map(_FIRST, split))
     truncated: list[int]
     if len(set(folders)) == len(folders):  # a folder per table (one object each): no grouping
@@ -410,12 +434,12 @@ def _encode_plain(
         ordered = [edits[i] for i in order]
         heads: list[Any] = [folders[i] for i in order]
         head_tables = [1] * len(heads)
-        table_tails = [tail_id(split[i][2], len(tails)) for i in order]
+        table_tails = [tail_id(split[i][1], len(tails)) for i in order]
         truncated = [] if full else [i for i, c in enumerate(ordered) if c.truncated]
         table_rows: list[dict[bytes, Any]] = [c.rows for c in ordered]
     else:
         by_head: dict[str, list[tuple[str, TableChanges]]] = {}
-        for (head, _, tail), change in zip(split, changes.values(), strict=True):
+        for (head, tail), change in zip(split, changes.values(), strict=True):
             group = by_head.get(head)
             if group is None:
                 by_head[head] = [(tail, change)]
