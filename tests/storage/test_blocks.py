@@ -288,12 +288,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_a_version_1_segment_store_is_read_and_written_on(tmp_path: Path) -> None:
     """A segment store written by the previous version (``OSSEG1`` files with their index
-    tail, trained-dictionary blocks of kind 0x23), made by ``buffer_history(url, 12, 60)``."""
+    tail, trained-dictionary blocks of kind 0x23, the SQLite catalog as a dump), made by
+    ``buffer_history(url, 12, 60)``."""
     import shutil
+    import sqlite3
     from urllib.parse import quote
 
     shutil.copytree(FIXTURES / "segments_v1", tmp_path / "store")
     root = tmp_path / "store"
+    conn = sqlite3.connect(root / "catalog.db")  # the catalog, from its dump
+    conn.executescript((root / "catalog.sql").read_text())
+    conn.close()
     url = f"file://{root}/segments?catalog={quote(f'sqlite:///{root}/catalog.db', safe='')}"
     old_files = sorted((root / "segments").rglob("*.seg"))
     assert old_files and all(f.read_bytes().startswith(b"OSSEG1\n") for f in old_files)
