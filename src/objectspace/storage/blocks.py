@@ -5,8 +5,9 @@ range of a segment file).
 A block is ``kind (u8) | xxh64 of the body (u64, little-endian) | body``; the body is the
 payload, zstd-compressed (a frame without its magic number and checksum: kind ``0x22``
 against the built-in dictionary :data:`DICTIONARY`; against the operator's trained
-dictionary, kind ``0x40 + id`` for a dictionary id (in the catalog) below 64, else kind
-``0x23`` with the id before the frame: one byte, or 255 and a u32) or stored as is when
+dictionary, kind ``0x40 + id`` for a dictionary id (in the catalog) below 64, its xxh64
+seeded with the kind, else kind ``0x23`` with the id before the frame: one byte, or 255 and
+a u32) or stored as is when
 compression does not pay (kind ``0x21``). The payload is columnar (a
 msgpack array of columns): the table folders (interned ids in increasing order,
 delta-encoded; or names), how many tables each
@@ -611,7 +612,16 @@ def _encode_plain(
             kind, body = _TRAINED_IN_KIND + dictionary.id, compressed
         else:
             kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
-    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total + len(truncated)
+    return _HEAD.pack(kind, _checksum(kind, body)) + body, rows_total + len(truncated)
+
+
+def _checksum(kind: int, body: bytes) -> int:
+    """A block's xxh64: of its body, seeded with the kind byte where that names the trained
+    dictionary (so the checksum verifies the dictionary's id, as it does where the id is
+    part of the body)."""
+    if _TRAINED_IN_KIND <= kind < _TRAINED_IN_KIND + _IDS_IN_KIND:
+        return int(xxhash.xxh64_intdigest(body, seed=kind))
+    return int(xxhash.xxh64_intdigest(body))
 
 
 def _is_trained_in_kind(block: bytes) -> bool:
@@ -675,7 +685,7 @@ def _payload(block: bytes, where: str, dictionaries: DictionaryLookup | None = N
         kind, digest = _HEAD.unpack_from(block)
         body = block[_HEAD.size :]
         legacy = False
-    if xxhash.xxh64_intdigest(body) != digest:
+    if (xxhash.xxh64_intdigest(body) if legacy else _checksum(kind, body)) != digest:
         raise CorruptStateError(f"{where} is corrupt: the block fails its checksum")
     try:
         if legacy:
