@@ -152,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{keys:,} keys x list buffer of {CAPACITY}, {checkpoints} checkpoints x "
                     f"{EVENTS} float events per key, {PARALLELISM} instances, default "
                     "`CompactionPolicy` (ratio 3, floor 64 KiB), one segment file per "
-                    "instance and checkpoint, zstd level 3. Bytes are the sizes of every "
+                    "instance and checkpoint, segment storage's default zstd levels (9 for "
+                    "differential blocks, 3 for full ones). Bytes are the sizes of every "
                     "segment file written, compaction included; the catalog is reported "
                     f"apart. Raw payload: {fmt_bytes(payload)} (8-byte floats). Wall time "
                     f"is the median of {repeats} runs.",

@@ -13,6 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import objectspace as osp
+from objectspace.serialization import (
+    JsonSerializer,
+    MsgpackSerializer,
+    PickleSerializer,
+    Serializer,
+)
 
 UTC = dt.UTC
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
@@ -302,3 +308,28 @@ def test_msgpack_round_trips_recursive_values(value: Any) -> None:
 def test_json_round_trips_recursive_values(value: Any) -> None:
     serializer = osp.JsonSerializer()
     assert_same(serializer.loads(serializer.dumps(value)), value)
+
+
+# -- raw_loads_many: bulk decoding on restore --------------------------------------------
+
+
+@pytest.mark.parametrize("serializer", [MsgpackSerializer(), JsonSerializer(), PickleSerializer()])
+def test_raw_loads_many_decodes_each_encoding(serializer: Serializer) -> None:
+    values = [0, -1, 2**40, 1.5, "x", b"y", None, [1, 2], {"a": (1, 2)}, {3}] * 5
+    if isinstance(serializer, JsonSerializer):
+        values = [v for v in values if not isinstance(v, (bytes, tuple, set, dict))]
+    encoded = [serializer.dumps(v) for v in values]
+    assert serializer.raw_loads_many(encoded) == [serializer.loads(e) for e in encoded]
+    assert serializer.raw_loads_many([]) == []
+
+
+def test_raw_loads_many_raises_for_a_damaged_encoding() -> None:
+    serializer = MsgpackSerializer()
+    encoded = [serializer.dumps(float(i)) for i in range(40)]
+    for damaged in (
+        [*encoded[:7], encoded[7] + b"\x01", *encoded[8:]],  # trailing bytes
+        [*encoded[:7], encoded[7][:-1], *encoded[8:]],  # cut short
+    ):
+        with pytest.raises(Exception) as raised:
+            serializer.raw_loads_many(damaged)
+        assert not isinstance(raised.value, AttributeError)

@@ -80,6 +80,14 @@ class Serializer:
         return self.loads
 
     @property
+    def raw_loads_many(self) -> Callable[[list[bytes]], list[Any]]:
+        """:attr:`raw_loads` of each of a list of encodings, in bulk (msgpack: one pass of
+        a streaming unpacker over them, where a call per value costs three times more); it
+        may raise any exception on bad bytes, as :attr:`raw_loads` does."""
+        loads = self.raw_loads
+        return lambda datas: list(map(loads, datas))
+
+    @property
     def raw_key_dumps(self) -> Callable[[Any], bytes]:
         """A key of a type in :data:`PLAIN_KEY_TYPES` as :meth:`encode_key` stores it, one
         C-level call where it can be; like :attr:`raw_dumps` it may raise ``TypeError``,
@@ -249,6 +257,10 @@ class MsgpackSerializer(Serializer):
     def raw_loads(self) -> Callable[[bytes], Any]:
         return _RAW_UNPACKB
 
+    @property
+    def raw_loads_many(self) -> Callable[[list[bytes]], list[Any]]:
+        return _raw_unpack_many
+
 
 def _bigints_as_ext(key: Any) -> Any:
     """A canonical key with its ints beyond 64 bits as extension values."""
@@ -299,6 +311,25 @@ def _unpackb(data: bytes) -> Any:
 
 # One C-level call per value (no Python frame): what bulk restores use.
 _RAW_UNPACKB: Callable[[bytes], Any] = functools.partial(msgpack.unpackb, **_UNPACK_OPTIONS)
+
+
+def _raw_unpack_many(datas: list[bytes]) -> list[Any]:
+    """Each of ``datas`` decoded: one streaming unpacker over their concatenation (the
+    keyword arguments of ``unpackb`` cost more than decoding a small value). Each encoding
+    is one msgpack object; when the stream does not hold exactly one object per encoding
+    (a damaged one), each is decoded alone, which raises for the damaged one."""
+    if len(datas) < 16:
+        return list(map(_RAW_UNPACKB, datas))
+    joined = b"".join(datas)
+    unpacker = msgpack.Unpacker(max_buffer_size=max(len(joined), 1), **_UNPACK_OPTIONS)
+    unpacker.feed(joined)
+    try:
+        values = list(unpacker)
+    except Exception:  # a damaged encoding: found and raised below
+        values = []
+    if len(values) != len(datas):
+        return list(map(_RAW_UNPACKB, datas))
+    return values
 
 
 class JsonSerializer(Serializer):

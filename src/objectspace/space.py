@@ -12,7 +12,10 @@ If ``commit`` fails, skip ``on_saved``: the next ``save`` writes every edit stil
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
 from objectspace.collections import KINDS
@@ -43,12 +46,41 @@ from objectspace.tables import (
     WriteStats,
 )
 
-__all__ = ["INDEX_TABLE", "ObjectSpace"]
+__all__ = ["INDEX_TABLE", "ObjectSpace", "gc_paused"]
 
 INDEX_TABLE = "state/index"
 _TABLE_SUFFIXES = ("metadata", "items", "data")
 
 _T = TypeVar("_T", bound=PersistedObject)
+
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block (nested and concurrent uses
+    count: the last one out enables it again, if it was enabled before the first one).
+
+    A save or restore allocates a container per dirty object or stored entry, none of them
+    in a cycle; each few hundred allocations would otherwise start a collection, and some
+    of those traverse every object of the state (a 200,000-entry state: a quarter of a
+    differential save's time). Nothing is lost: cycles made meanwhile are collected later.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _check_id(object_id: object) -> str:

@@ -663,3 +663,19 @@ def test_pure_python_fallback() -> None:
         cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+
+
+def test_a_dict_key_beyond_64_bits_round_trips_through_differential_saves() -> None:
+    store = osp.MemoryStore()
+    space = osp.ObjectSpace()
+    d = space.create_dict("d")
+    d[1] = "one"
+    space.checkpoint(store, osp.CheckpointKind.FULL)
+    d[2**70] = "big"  # plain int type, but msgpack cannot pack it: encode_key stores it
+    d[2] = "two"
+    space.checkpoint(store)
+    del d[1]
+    d[-(2**70)] = "small"
+    space.checkpoint(store)
+    restored = osp.ObjectSpace.load(store.reader()).get_dict("d")
+    assert list(restored.items()) == [(2**70, "big"), (2, "two"), (-(2**70), "small")]

@@ -236,3 +236,85 @@ def test_lookup_decodes_only_the_chunks_of_its_range() -> None:
         blocks.decode_block(bytes(broken), "here")
     again = blocks.lookup(bytes(broken), "here", (prefix, b""), (prefix[:-1] + "0", b""))
     assert again == found
+
+
+def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocks, "_SPLITS", {})
+    monkeypatch.setattr(blocks, "_SPLITS_MAX", 8)
+    changes = {f"state/item/{i}/items": TableChanges(rows={b"\x01": b"x" * 9}) for i in range(6)}
+    first = blocks.encode_block(changes, False)
+    assert len(blocks._SPLITS) == 6
+    again = blocks.encode_block(changes, False)  # every split found
+    assert again == first
+    more = {f"a/{i}/b": TableChanges(rows={b"1": b"y"}) for i in range(5)}
+    blocks.encode_block(more, False)  # 6 + 5 > 8: the kept splits are dropped first
+    assert len(blocks._SPLITS) == 5
+    many = {f"m/{i}/n": TableChanges(rows={b"1": b"y"}) for i in range(9)}
+    block, rows = blocks.encode_block(many, False)  # more than the bound: not kept
+    assert len(blocks._SPLITS) == 5 and rows == 9
+    assert blocks.decode_block(block, "test")[1] == [(f"m/{i}/n", b"1", b"y") for i in range(9)]
+    assert blocks.block_heads(changes) == [f"state/item/{i}" for i in range(6)]
+
+
+@pytest.mark.parametrize("dict_id", [1, 63, 64, 300])
+def test_a_trained_dictionary_id_below_64_is_named_by_the_kind_byte(dict_id: int) -> None:
+    payloads = [
+        msgpack.packb([f"state/item/{i}/l/items", [b"%d" % j for j in range(20)]])
+        for i in range(200)
+    ]
+    dictionary = blocks.Dictionary(dict_id, zstandard.train_dictionary(4096, payloads).as_bytes())
+    changes = {
+        f"state/item/{i}/l/items": TableChanges(rows={b"%d" % j: b"x%d" % j for j in range(8)})
+        for i in range(5)
+    }
+    block, _ = blocks.encode_block(changes, False, dictionary=dictionary)
+    ref, _ = blocks.encode_block(changes, False, dictionary=blocks.Dictionary(300, dictionary.data))
+    assert blocks.dictionary_id(block) == dict_id
+    if dict_id < 64:
+        assert block[0] == 0x40 + dict_id and len(block) == len(ref) - 5  # no 255 + u32
+    else:
+        assert block[0] == 0x23
+    lookup = {dict_id: dictionary.data}.get
+    assert blocks.decode_block(block, "b", dictionaries=lookup)[1] == [
+        (name, key, value) for name, change in changes.items() for key, value in change.rows.items()
+    ]
+    flipped = bytes([block[0] ^ 1]) + block[1:]  # names another dictionary (or kind)
+    both = {dict_id: dictionary.data, dict_id ^ 1: dictionary.data}.get
+    # a kind that names the dictionary is covered by the checksum (0x23 -> 0x22: undecodable)
+    with pytest.raises(osp.CorruptStateError, match="checksum" if dict_id < 64 else "corrupt"):
+        blocks.decode_block(flipped, "b", dictionaries=both)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_version_1_segment_store_is_read_and_written_on(tmp_path: Path) -> None:
+    """A segment store written by the previous version (``OSSEG1`` files with their index
+    tail, trained-dictionary blocks of kind 0x23, the SQLite catalog as a dump), made by
+    ``buffer_history(url, 12, 60)``."""
+    import shutil
+    import sqlite3
+    from urllib.parse import quote
+
+    shutil.copytree(FIXTURES / "segments_v1", tmp_path / "store")
+    root = tmp_path / "store"
+    conn = sqlite3.connect(root / "catalog.db")  # the catalog, from its dump
+    conn.executescript((root / "catalog.sql").read_text())
+    conn.close()
+    url = f"file://{root}/segments?catalog={quote(f'sqlite:///{root}/catalog.db', safe='')}"
+    old_files = sorted((root / "segments").rglob("*.seg"))
+    assert old_files and all(f.read_bytes().startswith(b"OSSEG1\n") for f in old_files)
+    expected = buffer_history(f"memory://v1-{tmp_path.name}", checkpoints=12, keys=60)
+    assert restored(url, keys=60) == expected
+    # a new checkpoint on top: a version 2 file after the version 1 chain
+    storage = osp.open_storage(url)
+    job = storage.job("j")
+    inst = job.operator("o").instance(0, 1)
+    for k in range(60):
+        inst.space_for_key(k).get_list(f"{k}/b").append(float(k))
+        expected[k].append(float(k))
+    assert job.commit(13, [inst.save(13)]) is True
+    storage.close()
+    new_files = set((root / "segments").rglob("*.seg")) - set(old_files)
+    assert new_files and all(f.read_bytes().startswith(b"OSSEG2\n") for f in new_files)
+    assert restored(url, keys=60) == expected

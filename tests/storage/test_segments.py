@@ -164,7 +164,7 @@ def test_one_segment_per_instance_and_checkpoint(storage: osp.Storage) -> None:
             assert len(owners) == 1
     for path in second:
         data = backend.fs.cat_file(path)
-        assert data.startswith(MAGIC) and data.endswith(END_MAGIC)
+        assert data.startswith(MAGIC) and not data.endswith(END_MAGIC)  # no tail (version 2)
     assert contents(op, 2) == contents(op, 3)
     assert backend.files_written == 5
 
@@ -638,3 +638,19 @@ def test_gc_never_deletes_outside_the_root(tmp_path: Any, caplog: pytest.LogCapt
     with pytest.raises(osp.CorruptStateError, match="not inside the storage root"):
         contents(op)
     storage.close()
+
+
+def test_zstd_levels_default_per_block_kind_and_level_sets_both(tmp_path: Any) -> None:
+    import pickle
+
+    from objectspace.storage.segments.backend import FULL_LEVEL, LEVEL
+
+    plain = segment_url(f"file://{tmp_path}/a", f"sqlite:///{tmp_path}/a.db")
+    for url, levels in ((plain, (LEVEL, FULL_LEVEL)), (plain + "&level=5", (5, 5))):
+        storage = osp.open_storage(url)
+        backend = seg(storage)
+        assert (backend.level, backend.full_level) == levels
+        copy = pickle.loads(pickle.dumps(backend))
+        assert (copy.level, copy.full_level) == levels
+        storage.close()
+    assert (LEVEL, FULL_LEVEL) == (9, 3)

@@ -12,7 +12,7 @@ from objectspace.checkpoint._checks import EMPTY, _check_checkpoint_id
 from objectspace.checkpoint.compaction import _Chain
 from objectspace.checkpoint.receipts import Receipt, SaveStats
 from objectspace.errors import CheckpointError, StorageError
-from objectspace.space import ObjectSpace
+from objectspace.space import ObjectSpace, gc_paused
 from objectspace.storage.contract import (
     PendingPart,
     WriteInfo,
@@ -142,6 +142,10 @@ class Instance:
         return dict(self._spaces)
 
     def _load(self, key_groups: range) -> None:
+        with gc_paused():  # a restore allocates per stored entry (see gc_paused)
+            self._load_paused(key_groups)
+
+    def _load_paused(self, key_groups: range) -> None:
         op = self.operator
         backend = op.job.backend
         base = self.base
@@ -187,19 +191,21 @@ class Instance:
             )
         op = self.operator
         parts: list[PendingPart] = []
-        for key_group, space in self._spaces.items():
-            if not space.is_dirty:
-                continue  # an unchanged key group needs no new version, nor compaction
-            full = op.compaction.needs_full(self._chains[key_group])
-            writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
-            space.save(writer)
-            head = self._heads.get(key_group)
-            parts.append(
-                PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
+        with gc_paused():  # see gc_paused: the save allocates per dirty object
+            for key_group, space in self._spaces.items():
+                if not space.is_dirty:
+                    continue  # an unchanged key group needs no new version, nor compaction
+                full = op.compaction.needs_full(self._chains[key_group])
+                writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
+                space.save(writer)
+                head = self._heads.get(key_group)
+                parts.append(
+                    PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
+                )
+            writes = op.job.backend.write_pending(
+                op.job.name, op.name, checkpoint_id, self.attempt, parts
             )
-        writes = op.job.backend.write_pending(
-            op.job.name, op.name, checkpoint_id, self.attempt, parts
-        )
+            parts.clear()  # freed now: the collection after the pause does not scan them
         self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
             key_groups=len(writes),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from collections.abc import (
     Callable,
     ItemsView,
@@ -28,6 +30,23 @@ from objectspace.collections.base import (
     unpack_entry,
 )
 from objectspace.tables import DELETED, StateReader
+
+
+def _map_list(loads: Callable[[bytes], Any], datas: list[bytes]) -> list[Any]:
+    return list(map(loads, datas))
+
+
+_FIRST = operator.itemgetter(slice(0, 1))
+_SECOND = operator.itemgetter(1)
+_AFTER_SECOND = operator.itemgetter(slice(2, None))
+_NO_END = 0xFF
+# By a dict row's second byte: where its insertion number ends (0xFF: a spelling, or no
+# number), and the number when it is that byte itself (0 when it is the code of a larger).
+_NUMBER_END = bytes(
+    2 if b < 0x80 else 2 + UINT_SIZES[b] if b in UINT_SIZES else _NO_END for b in range(256)
+)
+_SMALL_NUMBER = bytes(b if b < 0x80 else 0 for b in range(256))
+_ENDLESS = itertools.repeat(None)
 
 if TYPE_CHECKING:
     pass
@@ -158,6 +177,11 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         spelled otherwise), or ``_MISSING`` when that is plain (its own canonical form)."""
         raise NotImplementedError
 
+    def _plain_keys(self) -> bool:
+        """Whether :meth:`_held` is ``_MISSING`` for every live key (no key is held under
+        a spelling of its own), so a save encodes each slot as it is."""
+        return False
+
     def _numbers(self) -> dict[Any, int]:
         """Insertion number by key (empty where order is not kept: every number is 0)."""
         return _NO_NUMBERS
@@ -196,6 +220,19 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         if page.cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
+        if not page.cleared and self._plain_keys():
+            # No key held under another spelling (the common case): each slot is its key.
+            for slot in page.slots:
+                if slot in data:
+                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
+                else:
+                    try:
+                        row = encode_key(slot)[0]
+                    except UNENCODABLE:
+                        continue  # a key that cannot be encoded was never stored
+                    rows[row] = DELETED
+            return
         held = self._held
         for slot in page.slots:
             if slot in data:
@@ -217,17 +254,45 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
 
     @classmethod
     def _load_entries(
-        cls, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+        cls,
+        object_id: str,
+        reader: StateReader,
+        loads: Callable[[bytes], Any],
+        loads_many: Callable[[list[bytes]], list[Any]] | None = None,
     ) -> tuple[dict[Any, Any], dict[Any, int], bool]:
         """The dict in insertion order, the insertion number by key, and whether a row of
-        the layout before insertion order was read (the caller rewrites those)."""
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        numbers: list[int] = []
-        old = False
+        the layout before insertion order was read (the caller rewrites those).
+        ``loads_many``: ``loads`` of a list, in bulk (the serializer's ``raw_loads_many``)."""
+        if loads_many is None:
+            loads_many = functools.partial(_map_list, loads)
+        stored = reader.table(f"state/item/{object_id}/items")
+        keys: list[bytes] = list(stored)
+        raws: list[bytes] = list(stored.values())
         mark = MARK_BYTE
         uint_sizes = UINT_SIZES
-        for row, raw in reader.items(f"state/item/{object_id}/items"):
+        if raws and b"".join(map(_FIRST, raws)).count(mark) == len(raws):
+            # Every row marked: when none has a spelling, C-level passes over the column of
+            # second bytes (a number below 128, or the code of a larger one) do the loop's work.
+            seconds = bytes(map(_SECOND, raws))
+            ends = seconds.translate(_NUMBER_END)  # where each row's number ends
+            if _NO_END not in ends:
+                if max(seconds) < 0x80:  # every insertion number below 128
+                    numbers: list[int] = list(seconds)
+                    values: list[bytes] = list(map(_AFTER_SECOND, raws))
+                else:
+                    larger = map(
+                        int.from_bytes,  # type: ignore[arg-type]
+                        map(operator.getitem, raws, map(slice, itertools.repeat(2), ends)),
+                        itertools.repeat("big"),
+                    )
+                    numbers = list(map(operator.add, seconds.translate(_SMALL_NUMBER), larger))
+                    values = list(map(operator.getitem, raws, map(slice, ends, _ENDLESS)))  # type: ignore[arg-type]
+                return cls._entries(keys, values, numbers, loads_many, False)
+        keys = []
+        values = []
+        numbers = []
+        old = False
+        for row, raw in stored.items():
             if not raw or raw[0] != mark:
                 old = True
                 keys.append(row)
@@ -252,8 +317,19 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
             keys.append(row if spelling is None else spelling)
             numbers.append(seq)
             values.append(value)
-        decoded = list(map(loads, keys))
-        loaded = list(map(loads, values))
+        return cls._entries(keys, values, numbers, loads_many, old)
+
+    @staticmethod
+    def _entries(
+        keys: list[bytes],
+        values: list[bytes],
+        numbers: list[int],
+        loads_many: Callable[[list[bytes]], list[Any]],
+        old: bool,
+    ) -> tuple[dict[Any, Any], dict[Any, int], bool]:
+        """The dict of decoded ``keys`` and ``values`` in the order of their ``numbers``."""
+        decoded = loads_many(keys)
+        loaded = loads_many(values)
         if numbers != sorted(numbers):
             by_number = sorted(range(len(numbers)), key=numbers.__getitem__)
             decoded = [decoded[i] for i in by_number]

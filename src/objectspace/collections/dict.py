@@ -8,20 +8,30 @@ from collections.abc import (
     Iterable,
     Iterator,
 )
+from collections.abc import (
+    Set as AbstractSet,
+)
 from typing import TYPE_CHECKING, Any
 
+import msgpack
+
 from objectspace.collections.base import (
+    ENTRY_MARK,
+    UNENCODABLE,
     Emitter,
     Page,
 )
 from objectspace.serialization import PLAIN_KEY_TYPES
-from objectspace.tables import StateReader
+from objectspace.tables import DELETED, StateReader, TableChanges
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 from objectspace.collections._dictbase import _MISSING, _DictBase
 
 __all__ = ["PersistedDict"]
+
+# A row's start for the first insertion numbers: the mark and the number (msgpack uint).
+_ENTRY_PREFIXES = tuple(ENTRY_MARK + msgpack.packb(n) for n in range(1024))
 
 
 class PersistedDict(_DictBase):
@@ -100,20 +110,62 @@ class PersistedDict(_DictBase):
                     prev = self._order[key]
                     break
                 touched += 1
-            tail = list(itertools.islice(reversed(data), touched))
-            tail.reverse()
-            self._number(tail, prev)
-            for slot in slots:
-                if slot not in data:
-                    self._order.pop(slot, None)
-                    self._spell.pop(slot, None)
+            if touched:
+                tail = list(itertools.islice(reversed(data), touched))
+                tail.reverse()
+                self._number(tail, prev)
+            if not data.keys() >= slots:  # some slot was removed (one C-level pass)
+                for slot in slots:
+                    if slot not in data:
+                        self._order.pop(slot, None)
+                        self._spell.pop(slot, None)
+            if not self._spell and self._emit_plain(out, slots):
+                return
         super()._emit(out, page, whole)
+
+    def _emit_plain(self, out: Emitter, slots: AbstractSet[Any]) -> bool:
+        """The rows of a page without a clear, every live key plain (no spelling): what
+        ``_emit_rows`` writes, in one frame (the common differential save). ``False``
+        when a key needs ``encode_key`` after all (an int beyond 64 bits): the caller
+        writes the rows again the general way."""
+        name = self._t_items
+        changes = out.changes.get(name)
+        if changes is None:
+            changes = out.changes[name] = TableChanges()
+        rows = changes.rows
+        data = self._data
+        number = self._order.get
+        key_dumps = out.key_dumps
+        dumps = out.dumps
+        pack_uint = out.pack_uint
+        plain = PLAIN_KEY_TYPES
+        prefixes = _ENTRY_PREFIXES
+        known = len(prefixes)
+        try:
+            for slot in slots:
+                if slot in data:
+                    row = key_dumps(slot) if type(slot) in plain else out.encode_key(slot)[0]
+                    n = number(slot, 0)
+                    prefix = prefixes[n] if n < known else ENTRY_MARK + pack_uint(n)
+                    rows[row] = prefix + dumps(data[slot])
+                else:
+                    try:
+                        row = out.encode_key(slot)[0]
+                    except UNENCODABLE:
+                        continue  # a key that cannot be encoded was never stored
+                    rows[row] = DELETED
+        except OverflowError:
+            return False
+        return True
 
     def _held(self, slot: Any) -> Any:
         # Every live key was noted by _number (here or at an earlier save) or at load,
         # unless plain: then it is its own canonical form, the one any equal slot encodes to.
         spell = self._spell
         return spell.get(slot, _MISSING) if spell else _MISSING
+
+    def _plain_keys(self) -> bool:
+        return not self._spell
 
     def _numbers(self) -> dict[Any, int]:
         return self._order
@@ -141,7 +193,9 @@ class PersistedDict(_DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedDict:
-        data, numbers, old = cls._load_entries(object_id, reader, loads)
+        data, numbers, old = cls._load_entries(
+            object_id, reader, loads, space.serializer.raw_loads_many
+        )
         if old:
             obj = cls(space, object_id, data)
             obj._rewrite(set(data))
@@ -150,5 +204,6 @@ class PersistedDict(_DictBase):
         obj._data = data
         obj._order = numbers
         obj._next = max(numbers.values(), default=-1) + 1
-        obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
+        if not set(map(type, data)) <= PLAIN_KEY_TYPES:  # else none to note (C-level pass)
+            obj._spell = {k: k for k in data if type(k) not in PLAIN_KEY_TYPES}
         return obj

@@ -85,7 +85,7 @@ class PersistedSortedDict(SortedOrder, _DictBase):
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedSortedDict:
-        data, _, old = cls._load_entries(object_id, reader, loads)
+        data, _, old = cls._load_entries(object_id, reader, loads, space.serializer.raw_loads_many)
         obj = cls(space, object_id, data)
         if old:
             obj._rewrite(set(obj._data))

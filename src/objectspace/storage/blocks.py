@@ -4,9 +4,10 @@ range of a segment file).
 
 A block is ``kind (u8) | xxh64 of the body (u64, little-endian) | body``; the body is the
 payload, zstd-compressed (a frame without its magic number and checksum: kind ``0x22``
-against the built-in dictionary :data:`DICTIONARY`, kind ``0x23`` against the operator's
-trained dictionary, whose id in the catalog precedes the frame: one byte, or 255 and a
-u32) or stored as is when
+against the built-in dictionary :data:`DICTIONARY`; against the operator's trained
+dictionary, kind ``0x40 + id`` for a dictionary id (in the catalog) below 64, its xxh64
+seeded with the kind, else kind ``0x23`` with the id before the frame: one byte, or 255 and
+a u32) or stored as is when
 compression does not pay (kind ``0x21``). The payload is columnar (a
 msgpack array of columns): the table folders (interned ids in increasing order,
 delta-encoded; or names), how many tables each
@@ -35,7 +36,8 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
+from operator import itemgetter
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -75,12 +77,17 @@ __all__ = [
 
 Tables = dict[str, dict[bytes, bytes]]
 _Rows = list[tuple[str, bytes, bytes | None]]
+_FIRST = itemgetter(0)
 
 _HEAD = struct.Struct("<BQ")
 _LEGACY_HEAD = struct.Struct("<IQ")
 _ZSTD = 0x22
 _RAW = 0x21
 _TRAINED = 0x23  # zstd with a trained dictionary, whose u32 id follows the header
+# zstd with trained dictionary ``kind - _TRAINED_IN_KIND`` (ids below 64: the common case),
+# which the kind byte names (a byte less per block than _TRAINED)
+_TRAINED_IN_KIND = 0x40
+_IDS_IN_KIND = 64
 _DICT_ID = struct.Struct("<I")
 LEGACY = "u32 length | u64 xxh64 | zstd(msgpack columns)"
 """The block layout segment storage wrote before this format (still read)."""
@@ -232,7 +239,31 @@ def _split(name: str) -> tuple[str, str]:
 
 def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
     """The table folders of a block, which the catalog interns."""
-    return list(dict.fromkeys(_split(name)[0] for name in changes))
+    return list(dict.fromkeys(map(_FIRST, _splits(changes))))
+
+
+_SPLITS: dict[str, tuple[str, str]] = {}
+_SPLITS_MAX = 1 << 16
+
+
+def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
+    """Each table name's (folder, last component). A save names the same tables as the
+    last one (an object's tables keep their names), so the splits of up to
+    :data:`_SPLITS_MAX` names are kept: found in one C-level pass."""
+    names = list(names)
+    found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
+    if None not in found:
+        return found  # type: ignore[return-value]
+    keep = len(names) <= _SPLITS_MAX
+    if keep and len(_SPLITS) + len(names) > _SPLITS_MAX:
+        _SPLITS.clear()
+    for i, name in enumerate(names):
+        if found[i] is None:
+            head, _, tail = name.rpartition("/")
+            found[i] = (head, tail)
+            if keep:
+                _SPLITS[name] = (head, tail)
+    return found  # type: ignore[return-value]
 
 
 def _signed(digest: int) -> int:
@@ -395,15 +426,46 @@ def _encode_plain(
        width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
        a msgpack float, whose 8 bytes go to a column of byte planes).
     """
-    by_head: dict[str, list[tuple[str, TableChanges]]] = {}
-    for name, change in changes.items():
-        head, tail = _split(name)
-        by_head.setdefault(head, []).append((tail, change))
     tails: dict[str, int] = {}
-    head_tables: list[int] = []
-    table_tails: list[int] = []
+    tail_id = tails.setdefault
+    split = _splits(changes)
+    folders: list[str] = list(map(_FIRST, split))
+    truncated: list[int]
+    if len(set(folders)) == len(folders):  # a folder per table (one object each): no grouping
+        order: Sequence[int] = range(len(folders))
+        if head_ids is not None:  # interned folders in id order: their ids delta-encode
+            order = sorted(order, key=list(map(head_ids.__getitem__, folders)).__getitem__)
+        edits = list(changes.values())
+        ordered = [edits[i] for i in order]
+        heads: list[Any] = [folders[i] for i in order]
+        head_tables = [1] * len(heads)
+        table_tails = [tail_id(split[i][1], len(tails)) for i in order]
+        truncated = [] if full else [i for i, c in enumerate(ordered) if c.truncated]
+        table_rows: list[dict[bytes, Any]] = [c.rows for c in ordered]
+    else:
+        by_head: dict[str, list[tuple[str, TableChanges]]] = {}
+        for (head, tail), change in zip(split, changes.values(), strict=True):
+            group = by_head.get(head)
+            if group is None:
+                by_head[head] = [(tail, change)]
+            else:
+                group.append((tail, change))
+        if head_ids is not None:  # interned folders in id order: their ids delta-encode
+            by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
+        heads = list(by_head)
+        head_tables = list(map(len, by_head.values()))
+        table_tails = []
+        truncated = []
+        table_rows = []
+        index = 0
+        for group in by_head.values():
+            for tail, change in group:
+                table_tails.append(tail_id(tail, len(tails)))
+                if change.truncated and not full:
+                    truncated.append(index)
+                index += 1
+                table_rows.append(change.rows)
     counts: list[int] = []
-    truncated: list[int] = []
     key_modes: list[int] = []
     int_keys: list[int] = []
     key_lens: list[int] = []
@@ -412,79 +474,110 @@ def _encode_plain(
     fixed: dict[int, list[bytes]] = {}  # width → the values of the tables of that width
     value_lens: list[int] = []
     values: list[bytes] = []
+    # Bound once: the loop below runs once per table (most hold one row).
+    add_count = counts.append
+    add_mode = key_modes.append
+    add_int_key = int_keys.append
+    add_key_len = key_lens.append
+    add_key = keys.append
+    add_width = widths.append
+    add_value_len = value_lens.append
+    add_value = values.append
+    get_fixed = fixed.get
     rows_total = 0
-    index = 0
-    if head_ids is not None:  # interned folders in id order: their ids delta-encode
-        by_head = dict(sorted(by_head.items(), key=lambda item: head_ids[item[0]]))
-    for group in by_head.values():
-        head_tables.append(len(group))
-        for tail, change in group:
-            table_tails.append(tails.setdefault(tail, len(tails)))
-            if change.truncated and not full:
-                truncated.append(index)
-            index += 1
-            rows = change.rows
-            if len(rows) == 1:  # the common case (one entry of an object changed), inline
-                ((key, value),) = rows.items()
-                if value is DELETED and full:
-                    counts.append(0)
-                    key_modes.append(0)
-                    widths.append(0)
+    flat_keys = list(chain.from_iterable(table_rows))
+    flat_values = list(chain.from_iterable(map(dict.values, table_rows)))
+    lens = list(map(len, flat_values)) if DELETED not in flat_values else []
+    width = lens[0] if lens else 0
+    if (
+        0 < width <= 64
+        and lens.count(width) == len(lens)
+        and not any(map(bytes.isdigit, flat_keys))
+    ):
+        # Every key stored as bytes and every value a put of one width (a float dict's
+        # entries): the columns the loop below would build, in C-level passes.
+        counts = list(map(len, table_rows))
+        key_modes = [0] * len(counts)
+        key_lens = list(map(len, flat_keys))
+        keys = flat_keys
+        widths = [width if n else 0 for n in counts]
+        fixed = {width: cast("list[bytes]", flat_values)}
+        rows_total = len(flat_keys)
+        table_rows = []
+    for rows in table_rows:
+        if len(rows) == 1:  # the common case (one entry of an object changed), inline
+            ((key, value),) = rows.items()
+            if value is DELETED:
+                if full:
+                    add_count(0)
+                    add_mode(0)
+                    add_width(0)
                     continue
-                counts.append(1)
+                add_count(1)
                 rows_total += 1
                 if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
-                    key_modes.append(1)
-                    int_keys.append(int(key))
+                    add_mode(1)
+                    add_int_key(int(key))
                 else:
-                    key_modes.append(0)
-                    key_lens.append(len(key))
-                    keys.append(key)
-                if value is DELETED:
-                    widths.append(0)
-                    value_lens.append(_DELETE)
-                    continue
-                put = cast("bytes", value)
-                width = len(put)
-                if 0 < width <= 64:
-                    widths.append(width)
-                    fixed.setdefault(width, []).append(put)
-                else:
-                    widths.append(0)
-                    value_lens.append(width)
-                    values.append(put)
+                    add_mode(0)
+                    add_key_len(len(key))
+                    add_key(key)
+                add_width(0)
+                add_value_len(_DELETE)
                 continue
-            table_keys = list(rows)
-            table_values = list(rows.values())
-            if full and table_values.count(DELETED):
-                table_keys = [k for k, v in rows.items() if v is not DELETED]
-                table_values = [v for v in table_values if v is not DELETED]
-            counts.append(len(table_keys))
-            rows_total += len(table_keys)
-            as_ints = _table_keys(table_keys)
-            if as_ints is None:
-                key_modes.append(0)
-                key_lens.extend(map(len, table_keys))
-                keys.extend(table_keys)
+            add_count(1)
+            rows_total += 1
+            if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
+                add_mode(1)
+                add_int_key(int(key))
             else:
-                key_modes.append(1)
-                int_keys.extend(as_ints)
-            if table_values and not table_values.count(DELETED):
-                puts = cast("list[bytes]", table_values)
-                lens = list(map(len, puts))
-                width = lens[0]
-                if lens.count(width) == len(lens) and 0 < width <= 64:
-                    widths.append(width)
-                    fixed.setdefault(width, []).extend(puts)
-                    continue
-            widths.append(0)
-            for value in table_values:
-                if value is DELETED:
-                    value_lens.append(_DELETE)
+                add_mode(0)
+                add_key_len(len(key))
+                add_key(key)
+            put = cast("bytes", value)
+            width = len(put)
+            if 0 < width <= 64:
+                add_width(width)
+                same = get_fixed(width)
+                if same is None:
+                    fixed[width] = [put]
                 else:
-                    value_lens.append(len(value))  # type: ignore[arg-type]
-                    values.append(value)  # type: ignore[arg-type]
-    heads: list[Any] = list(by_head)
+                    same.append(put)
+            else:
+                add_width(0)
+                add_value_len(width)
+                add_value(put)
+            continue
+        table_keys = list(rows)
+        table_values = list(rows.values())
+        if full and table_values.count(DELETED):
+            table_keys = [k for k, v in rows.items() if v is not DELETED]
+            table_values = [v for v in table_values if v is not DELETED]
+        add_count(len(table_keys))
+        rows_total += len(table_keys)
+        as_ints = _table_keys(table_keys)
+        if as_ints is None:
+            add_mode(0)
+            key_lens.extend(map(len, table_keys))
+            keys.extend(table_keys)
+        else:
+            add_mode(1)
+            int_keys.extend(as_ints)
+        if table_values and not table_values.count(DELETED):
+            puts = cast("list[bytes]", table_values)
+            lens = list(map(len, puts))
+            width = lens[0]
+            if lens.count(width) == len(lens) and 0 < width <= 64:
+                add_width(width)
+                fixed.setdefault(width, []).extend(puts)
+                continue
+        add_width(0)
+        for value in table_values:
+            if value is DELETED:
+                add_value_len(_DELETE)
+            else:
+                add_value_len(len(value))
+                add_value(value)
     if head_ids is not None:
         ids = [head_ids[h] for h in heads]
         heads = [b - a for a, b in zip([0, *ids], ids, strict=False)]
@@ -515,8 +608,24 @@ def _encode_plain(
     elif dictionary is None:
         kind, body = _ZSTD, compressed
     else:
-        kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
-    return _HEAD.pack(kind, xxhash.xxh64_intdigest(body)) + body, rows_total + len(truncated)
+        if dictionary.id < _IDS_IN_KIND:
+            kind, body = _TRAINED_IN_KIND + dictionary.id, compressed
+        else:
+            kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
+    return _HEAD.pack(kind, _checksum(kind, body)) + body, rows_total + len(truncated)
+
+
+def _checksum(kind: int, body: bytes) -> int:
+    """A block's xxh64: of its body, seeded with the kind byte where that names the trained
+    dictionary (so the checksum verifies the dictionary's id, as it does where the id is
+    part of the body)."""
+    if _TRAINED_IN_KIND <= kind < _TRAINED_IN_KIND + _IDS_IN_KIND:
+        return int(xxhash.xxh64_intdigest(body, seed=kind))
+    return int(xxhash.xxh64_intdigest(body))
+
+
+def _is_trained_in_kind(block: bytes) -> bool:
+    return len(block) > _HEAD.size and 0 <= block[0] - _TRAINED_IN_KIND < _IDS_IN_KIND
 
 
 def _dict_ref(dict_id: int) -> bytes:
@@ -537,6 +646,8 @@ def dictionary_id(block: bytes) -> int | None:
         return dictionary_id(_chunks(block, "a chunked block")[1][0])
     if len(block) > _HEAD.size and block[0] == _TRAINED and not _is_legacy(block):
         return _read_dict_ref(block[_HEAD.size :])[0]
+    if _is_trained_in_kind(block) and not _is_legacy(block):
+        return block[0] - _TRAINED_IN_KIND
     return None
 
 
@@ -574,7 +685,7 @@ def _payload(block: bytes, where: str, dictionaries: DictionaryLookup | None = N
         kind, digest = _HEAD.unpack_from(block)
         body = block[_HEAD.size :]
         legacy = False
-    if xxhash.xxh64_intdigest(body) != digest:
+    if (xxhash.xxh64_intdigest(body) if legacy else _checksum(kind, body)) != digest:
         raise CorruptStateError(f"{where} is corrupt: the block fails its checksum")
     try:
         if legacy:
@@ -583,8 +694,11 @@ def _payload(block: bytes, where: str, dictionaries: DictionaryLookup | None = N
             return bytes(_decompressor().decompress(body))
         if kind == _RAW:
             return bytes(body)
-        if kind == _TRAINED:
-            dict_id, start = _read_dict_ref(body)
+        if kind == _TRAINED or _TRAINED_IN_KIND <= kind < _TRAINED_IN_KIND + _IDS_IN_KIND:
+            if kind == _TRAINED:
+                dict_id, start = _read_dict_ref(body)
+            else:
+                dict_id, start = kind - _TRAINED_IN_KIND, 0
             data = None if dictionaries is None else dictionaries(dict_id)
             if data is None:
                 raise CorruptStateError(
@@ -652,8 +766,12 @@ def _table_values(
         else:
             lens = value_lens[lpos : lpos + count]
             lpos += count
-            size = sum(n for n in lens if n > 0)
-            values.extend(_mixed_values(lens, data[pos : pos + size], b""))
+            if min(lens, default=0) < 0:  # a delete among them
+                size = sum(n for n in lens if n > 0)
+                values.extend(_mixed_values(lens, data[pos : pos + size], b""))
+            else:  # puts only
+                size = sum(lens)
+                values.extend(_slices(data[pos : pos + size], lens))
             pos += size
     return values
 

@@ -11,6 +11,7 @@ from objectspace.storage.segments.backend import GCStats, SegmentBackend
 from objectspace.storage.segments.codec import (
     END_MAGIC,
     MAGIC,
+    MAGIC_V1,
     block_heads,
     decode_block,
     encode_block,
@@ -19,6 +20,7 @@ from objectspace.storage.segments.codec import (
 __all__ = [
     "END_MAGIC",
     "MAGIC",
+    "MAGIC_V1",
     "GCStats",
     "SegmentBackend",
     "block_heads",

@@ -1,0 +1,78 @@
+"""Instance.save and restores pause Python's cyclic garbage collector (``gc_paused``): a
+save allocates per dirty object, and collections meanwhile traverse the whole state."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import Any
+
+import pytest
+
+import objectspace as osp
+from objectspace.space import gc_paused
+
+
+def test_a_save_runs_no_cyclic_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = osp.open_storage("memory://save-gc")
+    op = storage.job("j").operator("o", max_key_groups=4)
+    inst = op.instance(0, 1)
+    for key in range(200):
+        inst.space_for_key(key).create_dict(f"{key}/d")[key] = float(key)
+    enabled: list[bool] = []
+    save = osp.ObjectSpace.save
+    write_pending = type(storage.backend).write_pending
+
+    def noting_save(self: osp.ObjectSpace, writer: Any) -> None:
+        enabled.append(gc.isenabled())
+        save(self, writer)
+
+    def noting_write(self: Any, *args: Any) -> Any:
+        enabled.append(gc.isenabled())
+        return write_pending(self, *args)
+
+    monkeypatch.setattr(osp.ObjectSpace, "save", noting_save)
+    monkeypatch.setattr(type(storage.backend), "write_pending", noting_write)
+    receipt = inst.save(1)
+    assert enabled and not any(enabled)
+    assert gc.isenabled()
+    op.job.commit(1, [receipt])
+    inst.on_saved()
+    storage.close()
+
+
+def test_gc_paused_nests_and_restores_the_state() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # disabled before: left disabled
+    finally:
+        gc.enable()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_gc_paused_from_threads_ends_enabled() -> None:
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        barrier.wait()
+        for _ in range(200):
+            with gc_paused():
+                pass
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
