@@ -49,18 +49,9 @@ def on_timer(key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
     ]
 
 
-def test_batch_event_time_timers_equal_simulate(spark: Any, tmp_path: Any) -> None:
-    from pyspark.sql import types as T
-
-    schema = T.StructType(
-        [T.StructField("k", T.LongType()), T.StructField("ts", T.TimestampType())]
-    )
-    batches = [
-        [(k, T0 + timedelta(seconds=s)) for k, s in [(1, 0), (2, 10), (3, 20), (1, 30), (4, 5)]],
-        [(2, T0 + timedelta(seconds=100)), (5, T0 + timedelta(seconds=1))],  # 5 is late
-        [],  # no rows: every due timer fires, in instances that have no rows
-    ]
-    runner = StatefulRunner(
+def sessions_runner(tmp_path: Any) -> StatefulRunner:
+    """The runner of :func:`sessions` the tests share: event time on ``ts``, no delay."""
+    return StatefulRunner(
         sessions,
         on_timer=on_timer,
         key="k",
@@ -75,6 +66,20 @@ def test_batch_event_time_timers_equal_simulate(spark: Any, tmp_path: Any) -> No
         event_time="ts",
         watermark_delay="0 seconds",
     )
+
+
+def test_batch_event_time_timers_equal_simulate(spark: Any, tmp_path: Any) -> None:
+    from pyspark.sql import types as T
+
+    schema = T.StructType(
+        [T.StructField("k", T.LongType()), T.StructField("ts", T.TimestampType())]
+    )
+    batches = [
+        [(k, T0 + timedelta(seconds=s)) for k, s in [(1, 0), (2, 10), (3, 20), (1, 30), (4, 5)]],
+        [(2, T0 + timedelta(seconds=100)), (5, T0 + timedelta(seconds=1))],  # 5 is late
+        [],  # no rows: every due timer fires, in instances that have no rows
+    ]
+    runner = sessions_runner(tmp_path)
     outputs = []
     for i, rows in enumerate(batches):
         out = runner.process(spark.createDataFrame(rows, schema), i)
@@ -256,21 +261,7 @@ def test_a_one_partition_batch_with_due_timers_runs_without_a_shuffle(
         [(2, 100_000)],  # watermark 8 s: no timer (61..68 s) due yet
         [(3, 200_000)],  # watermark 100 s: keys 1 and 4..8 fire, most without rows
     ]
-    runner = StatefulRunner(
-        sessions,
-        on_timer=on_timer,
-        key="k",
-        order_by="ts",
-        output_schema="k long, end long, n long",
-        storage=f"sqlite:///{tmp_path}/state.db",
-        job="j",
-        operator="sessions",
-        max_key_groups=16,
-        parallelism=4,
-        time_mode="event",
-        event_time="ts",
-        watermark_delay="0 seconds",
-    )
+    runner = sessions_runner(tmp_path)
     outputs, plans = [], []
     for i, rows in enumerate(batches):
         out = runner.process(spark.createDataFrame(rows, schema).coalesce(1), i)
