@@ -64,7 +64,7 @@ FIELDS = {
 KIND_FIELDS = {
     PersistedValue: {"_value"},
     PersistedArray: {"_data"},
-    PersistedList: {"_data", "_from", "_stored_len"},
+    PersistedList: {"_data", "_from", "_head", "_stored_head", "_stored_len"},
     PersistedQueue: {"_data", "_head"},
     PersistedStack: {"_data"},
 }

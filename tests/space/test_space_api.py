@@ -445,6 +445,35 @@ def test_list_is_a_mutable_sequence(store: osp.Store) -> None:
     assert list(load(store).get_list("l")) == ["b", "c"]
 
 
+@pytest.mark.parametrize("remove", ["pop(0)", "del [0]", "del [:k]"])
+def test_removing_from_the_front_of_a_list_writes_rows_for_what_was_removed(
+    store: osp.Store, remove: str
+) -> None:
+    """A list used as a FIFO: removing its first values moves its stored head, one delete
+    per value removed, instead of rewriting every slot behind them."""
+    space = osp.ObjectSpace()
+    lst = space.create_list("l")
+    lst.extend(range(1000))
+    space.checkpoint(store)
+    for _ in range(3):
+        if remove == "pop(0)":
+            for _ in range(5):
+                lst.pop(0)
+        elif remove == "del [0]":
+            for _ in range(5):
+                del lst[0]
+        else:
+            del lst[:5]
+        lst.append(-1)
+        stats = space.checkpoint(store)
+        assert stats.items_deleted == 5 and stats.items_written <= 3
+    assert list(load(store).get_list("l")) == [*range(15, 1000), -1, -1, -1]
+    lst.clear()
+    lst.append("x")
+    space.checkpoint(store)
+    assert list(load(store).get_list("l")) == ["x"]
+
+
 def _extend_with_itself(op: str) -> subprocess.CompletedProcess[str]:
     """Run ``lst.extend(lst)`` (or ``lst += lst``) in a child with 1 GiB of address space."""
     code = textwrap.dedent(

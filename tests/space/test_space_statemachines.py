@@ -474,6 +474,19 @@ class ListMachine(SpaceMachine):
         s = self._slice(model, data)
         both(model, obj, lambda t: t.__delitem__(s))
 
+    def op_remove_front(self, obj, model, data):
+        # Removing from the front moves the stored head instead of shifting the slots.
+        how = data.draw(st.sampled_from(["pop(0)", "del [0]", "del [:k]", "del [-n]"]))
+        if how == "pop(0)":
+            both(model, obj, lambda t: t.pop(0))
+        elif how == "del [0]":
+            both(model, obj, lambda t: t.__delitem__(0))
+        elif how == "del [-n]":
+            both(model, obj, lambda t: t.__delitem__(-len(t) if t else 0))
+        else:
+            k = data.draw(st.integers(0, len(model) + 1), label="k")
+            both(model, obj, lambda t: t.__delitem__(slice(None, k)))
+
     def op_setitem(self, obj, model, data):
         i = draw_index(data, len(model), slack=1)
         value = data.draw(VALUES)

@@ -14,6 +14,7 @@ import pytest
 from objectspace.operators import Clock, KeyState
 from objectspace.operators.timing import DUE_ID, earliest, expire
 from objectspace.space import ObjectSpace
+from objectspace.stores import MemoryStore
 from objectspace.testing import simulate
 
 TTL = 6
@@ -245,6 +246,76 @@ def test_ttl_writes_are_o1_rows():
     batches = [[{"k": 1, "n": 2000, "b": 0}], [{"k": 1, "n": 1, "b": 1}]]
     sim = simulate(write, batches, key="k", order_by="n", batch_times=[0, 1000])
     assert sim.stats[1].rows_written < 12
+
+
+def test_expiring_the_front_of_a_ttl_list_writes_rows_for_k_not_for_its_length():
+    """A TTL'd list's expired elements are a prefix: expiring k of 5,000 writes O(k) rows
+    (the list's stored head moves), and a restore reads the rest back."""
+    space = ObjectSpace()
+    store = MemoryStore()
+    for at, values in ((0, range(10)), (5000, range(10, 5000))):
+        KeyState.for_key(space, "u", Clock("processing", batch_time=at)).list(
+            "l", ttl="1 second"
+        ).extend(values)
+    space.checkpoint(store)
+    assert expire(space, 1000) == 10
+    stats = space.checkpoint(store)
+    assert stats.items_written + stats.items_deleted <= 2 * 10 + 8
+    restored = ObjectSpace.load(store.reader())
+    assert list(restored.get_list("'u'/l")) == list(range(10, 5000))
+    assert list(restored.get_list("'u'/l%ttl")) == [6000] * 4990
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ttl_list_edits_anywhere_expire_like_a_reference(seed):
+    """Random appends, inserts, rewrites, pops and deletes on a TTL'd list, with expiry
+    and checkpoint/restore in between: the list holds exactly the reference's unexpired
+    elements, whether its expiry times stay in order (O(k) expiry) or not."""
+    rng = random.Random(seed)
+    space = ObjectSpace()
+    store = MemoryStore()
+    ref: list[tuple[int, int]] = []  # (value, expires at)
+    now = 0
+    for step in range(300):
+        now += rng.choice((0, 1, 3))
+        lst = KeyState.for_key(space, "u", Clock("processing", batch_time=now)).list(
+            "l", ttl="10 ms"
+        )
+        op = rng.choice(("append", "append", "append", "set", "insert", "pop", "pop0", "del"))
+        when = now + 10
+        if op == "append":
+            lst.append(step)
+            ref.append((step, when))
+        elif op == "set" and ref:
+            i = rng.randrange(-len(ref), len(ref))
+            lst[i] = step
+            ref[i] = (step, when)
+        elif op == "insert":
+            i = rng.randrange(-len(ref) - 1, len(ref) + 2)
+            lst.insert(i, step)
+            ref.insert(i, (step, when))
+        elif op == "pop" and ref:
+            i = rng.randrange(-len(ref), len(ref))
+            assert lst.pop(i) == ref.pop(i)[0]
+        elif op == "pop0" and ref:
+            assert lst.pop(0) == ref.pop(0)[0]
+        elif op == "del" and ref:
+            k = rng.randrange(len(ref) + 1)
+            del lst[:k]
+            del ref[:k]
+        if rng.random() < 0.3:
+            gone = sum(1 for _, t in ref if t <= now)
+            assert expire(space, now) == gone
+            ref = [(v, t) for v, t in ref if t > now]
+        assert list(lst) == [v for v, _ in ref]
+        if rng.random() < 0.2:
+            space.checkpoint(store)
+            if rng.random() < 0.5:
+                space = ObjectSpace.load(store.reader())
+                lst = space.get_list("'u'/l")
+                assert list(lst) == [v for v, _ in ref]
+    assert expire(space, now + 11) == len(ref)
+    assert len(space.get_list("'u'/l")) == 0
 
 
 def test_no_time_state_is_kept_when_no_time_is_used():

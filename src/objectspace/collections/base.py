@@ -57,17 +57,18 @@ def int_key(index: int) -> bytes:
 
 
 def load_indexed(
-    kind: str, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
+    kind: str, object_id: str, reader: StateReader, loads: Callable[[bytes], Any], head: int = 0
 ) -> list[Any]:
-    """The values of an array or list: ``metadata: length`` and ``items: <index> = <value>``
-    for every index below the length (:class:`CorruptStateError` if one is missing)."""
+    """The values of an array or list: ``metadata: length`` and ``items: <position> =
+    <value>`` for every position from ``head`` on, ``length`` of them
+    (:class:`CorruptStateError` if one is missing)."""
     raw = reader.get(f"state/item/{object_id}/metadata", b"length")
     if raw is None:
         raise CorruptStateError(f"{kind} {object_id!r} has no stored length")
     n = loads(raw)
     rows = reader.table(f"state/item/{object_id}/items")
     try:
-        return [loads(rows[b"%d" % i]) for i in range(n)]
+        return [loads(rows[b"%d" % i]) for i in range(head, head + n)]
     except KeyError as exc:
         raise CorruptStateError(f"{kind} {object_id!r} misses slot {exc} of {n}") from None
 

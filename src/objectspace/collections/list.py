@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from objectspace.collections._impl import ListBase
 from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject, load_indexed
+from objectspace.errors import CorruptStateError
 from objectspace.tables import DELETED, StateReader
 
 if TYPE_CHECKING:
@@ -27,28 +28,50 @@ def _as_index(index: Any) -> int:
 
 
 class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
-    """A list of values, stored as ``metadata: length`` and ``items: index = value``.
+    """A list of values, stored as ``metadata: length [, head]`` and ``items: position =
+    value`` for the positions ``head <= position < head + length`` (``head`` is 0 unless
+    values were removed from the front).
 
     Costs in memory are those of a Python ``list``. A checkpoint writes the length and:
-    one row per ``append``, assignment or ``pop()`` from the end; every slot from the first
-    shifted one for ``insert``/``del``/``pop(i)`` in the middle (O(n - i)); one table delete
-    for ``clear()``.
+    one row per ``append``, assignment or ``pop()`` from the end; one row per value removed
+    from the front (``pop(0)``, ``del l[:k]``: the head moves, nothing shifts); every slot
+    from the first shifted one for ``insert``/``del``/``pop(i)`` elsewhere (O(n - i)); one
+    table delete for ``clear()``.
 
     ``append``, ``len`` and indexing are implemented by :class:`ListBase` (in C when built),
     which holds ``_data``.
     """
 
     KIND = "List"
-    __slots__ = ("_from", "_stored_len")
+    __slots__ = ("_from", "_head", "_stored_head", "_stored_len")
 
-    def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
+    def __init__(
+        self, space: ObjectSpace, object_id: str, data: list[Any] | None = None, head: int = 0
+    ) -> None:
         super().__init__(space, object_id)
         self._data: list[Any] = data if data is not None else []
         # Slots from _from on were shifted (insert/delete in the middle); INF when none.
+        # Slots (in _dirty and _from) are indexes into _data; value i is stored at _head + i.
         self._from = INF
-        # The length in the store as of the last acknowledged save; slots beyond the
-        # current length but below it are deleted by the next save.
+        self._head = head
+        # The head and length in the store as of the last acknowledged save: the stored
+        # positions outside [_head, _head + len) are deleted by the next save.
+        self._stored_head = head
         self._stored_len = len(self._data)
+
+    def _trim_front(self, k: int) -> None:
+        """The first ``k`` values were removed: move the head instead of shifting every slot.
+        Only without a save awaiting its commit (whose slots are relative to the old head);
+        then the slots shift as for a removal in the middle."""
+        if self._pending is not None:
+            self._from = 0
+            return
+        self._head += k
+        dirty = self._dirty
+        if dirty:
+            self._dirty = {i - k for i in dirty if i >= k}
+        if self._from != INF:
+            self._from = max(0, self._from - k)
 
     def _edit(self) -> None:
         if not self._registered:
@@ -89,9 +112,17 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         del self._data[index]
         if isinstance(index, slice):
             affected = range(*index.indices(old_len))
-            start = min(affected) if affected else old_len
+            if not affected:
+                return
+            start = min(affected)
+            if start == 0 and max(affected) == len(affected) - 1:  # a prefix: the head moves
+                self._trim_front(len(affected))
+                return
         else:
             start = index + old_len if index < 0 else index
+            if start == 0:
+                self._trim_front(1)
+                return
         self._from = min(self._from, start)
 
     def insert(self, index: int, value: Any) -> None:
@@ -148,6 +179,8 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         i = index + n if index < 0 else index
         if i == n - 1:
             self._dirty.add(i)
+        elif i == 0:
+            self._trim_front(1)
         else:
             self._from = min(self._from, i)
         return value
@@ -161,6 +194,8 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         self._meta = True
         self._dirty = set()
         self._from = INF
+        if self._pending is None:  # else the head of the save awaiting its commit stays
+            self._head = 0
 
     def sort(self, *, key: Callable[[Any], Any] | None = None, reverse: bool = False) -> None:
         """Sort in place, like ``list.sort``. O(n log n); rewrites every slot.
@@ -228,37 +263,56 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
     def _acknowledge(self) -> None:
         if self._pending is not None:
             self._stored_len = self._pending.length
+            # The head moves only while no save awaits its commit: the saved head is _head.
+            self._stored_head = self._head
         super()._acknowledge()
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         dumps = out.dumps
         data = self._data
         n = len(data)
+        head = self._head
         if whole:
             rows = out.table(self._t_items)
-            for i, value in enumerate(data):
+            for i, value in enumerate(data, head):
                 rows[b"%d" % i] = dumps(value)
-            out.table(self._t_meta)[b"length"] = dumps(n)
+            meta = out.table(self._t_meta)
+            meta[b"length"] = dumps(n)
+            if head:
+                meta[b"head"] = dumps(head)
             return
         cleared = page.cleared
         if cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
+        stored_end = self._stored_head + self._stored_len
+        if not cleared:
+            for position in range(self._stored_head, min(head, stored_end)):
+                rows[b"%d" % position] = DELETED  # removed from the front
         for i in page.slots:
             if i < n:
-                rows[b"%d" % i] = dumps(data[i])
+                rows[b"%d" % (head + i)] = dumps(data[i])
             elif not cleared:
-                rows[b"%d" % i] = DELETED
+                rows[b"%d" % (head + i)] = DELETED
         start = page.from_
         if start != INF:
-            high = n if cleared else max(n, self._stored_len)
+            high = n if cleared else max(n, stored_end - head)
             for i in range(start, high):
-                rows[b"%d" % i] = dumps(data[i]) if i < n else DELETED
+                rows[b"%d" % (head + i)] = dumps(data[i]) if i < n else DELETED
         if page.meta:
-            out.table(self._t_meta)[b"length"] = dumps(n)
+            meta = out.table(self._t_meta)
+            meta[b"length"] = dumps(n)
+            if head:
+                meta[b"head"] = dumps(head)
+            elif self._stored_head:
+                meta[b"head"] = DELETED
 
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedList:
-        return cls(space, object_id, load_indexed("list", object_id, reader, loads))
+        raw = reader.get(f"state/item/{object_id}/metadata", b"head")
+        head = 0 if raw is None else loads(raw)
+        if type(head) is not int or head < 0:
+            raise CorruptStateError(f"list {object_id!r} has an invalid stored head {head!r}")
+        return cls(space, object_id, load_indexed("list", object_id, reader, loads, head), head)

@@ -25,6 +25,7 @@ from objectspace.collections import (
     PersistedValue,
 )
 from objectspace.operators.timing import (
+    UNORDERED,
     Clock,
     Timers,
     TtlDict,
@@ -242,8 +243,9 @@ class KeyState:
         """Delete one object (``KeyError`` if it does not exist), and its TTL record."""
         object_id = self._id(name)
         self._space.delete(object_id)
-        if object_id + "%ttl" in self._space:
-            self._space.delete(object_id + "%ttl")
+        for suffix in ("%ttl", UNORDERED):
+            if object_id + suffix in self._space:
+                self._space.delete(object_id + suffix)
 
     def ids(self) -> Iterator[str]:
         """Ids of every object of this namespace, nested ones included. O(objects in space)."""

@@ -31,6 +31,7 @@ space, what the runner does for each key group it runs.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from dataclasses import dataclass
@@ -81,6 +82,9 @@ UNCLOCKED = -(1 << 62)
 """Deadlines below ``UNCLOCKED / 2`` belong to TTL'd entries written before the operator
 had a time (event mode, before the first watermark): ``UNCLOCKED + ttl``. They are due as
 soon as there is a time, which re-bases them to ``ttl`` after it."""
+UNORDERED = "%ttlu"
+"""Suffix of the id of the value that marks a TTL'd list whose expiry times are out of
+order (see :class:`TtlList`)."""
 TIME_MODES = (None, "event", "processing")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -446,8 +450,21 @@ def _expire_sequence(
             index.add((times.peek(), "q", object_id, b"", None))
         return expired
     assert isinstance(obj, PersistedList) and isinstance(times, PersistedList)
-    # Elements appended later expire later: drop the expired front; an element rewritten
-    # in place may have moved its time, so the rest is checked too (O(len) for a list).
+    flag_id = object_id + UNORDERED
+    if flag_id not in space and len(times) and times[0] >= UNCLOCKED // 2:
+        # In order (the common case): the expired elements are a prefix, O(k) to find
+        # and, as a list's head moves, O(k) rows to delete.
+        k = 0
+        n = len(times)
+        while k < n and times[k] <= now:
+            k += 1
+        if k:
+            del obj[:k]
+            del times[:k]
+        if len(times):
+            index.add((times[0], "q", object_id, b"", None))
+        return k
+    # Unordered, or written before there was a time: check every element, O(len).
     before = len(times)
     if any(t < UNCLOCKED // 2 for t in times):
         for i, t in enumerate(list(times)):
@@ -465,6 +482,11 @@ def _expire_sequence(
             obj.extend(values)
             times.clear()
             times.extend(new_times)
+    ordered = all(a <= b for a, b in itertools.pairwise(times))
+    if ordered and flag_id in space:
+        space.delete(flag_id)
+    elif not ordered and flag_id not in space:
+        space.create_value(flag_id, True)
     if len(times):
         index.add((min(times), "q", object_id, b"", None))
     return before - len(keep)
@@ -699,24 +721,33 @@ class TtlQueue(_TtlSequence):
 
 
 class TtlList(_TtlSequence):
-    """A TTL'd list: each element expires ``ttl`` after it was last written. Appending and
-    expiring from the front cost O(1) per element; an element rewritten in place makes the
-    list's next expiry check O(len)."""
+    """A TTL'd list: each element expires ``ttl`` after it was last written.
+
+    While the elements' expiry times ascend along the list (appends, in-order inserts,
+    rewrites of the last element), expiring k elements from the front costs O(k) rows.
+    An element rewritten elsewhere expires after those behind it: the list is then marked
+    unordered (a value ``<id>%ttlu``) and its next expiry checks every element, O(len),
+    and clears the mark if what remains is in order again."""
 
     __slots__ = ()
 
-    def _reindex(self, times: PersistedList, old_min: int | None) -> None:
-        index = _due_index(self._space)
-        if old_min is not None:
-            index.discard((old_min, "q", self._id, b"", None))
-        if len(times):
-            self._index_front(min(times) if old_min is None or times[0] != old_min else times[0])
+    def _unordered(self) -> None:
+        flag_id = self._id + UNORDERED
+        if flag_id not in self._space:
+            self._space.create_value(flag_id, True)
+
+    def _check_order(self, times: PersistedList, i: int, when: int) -> None:
+        """Mark the list unordered unless ``when`` at ``i`` fits between its neighbours."""
+        if (i > 0 and times[i - 1] > when) or (i + 1 < len(times) and times[i + 1] < when):
+            self._unordered()
 
     def append(self, value: Any) -> None:
         times = self._times(PersistedList)
         when = _deadline(self._clock, self._ttl)
         if not len(times):
             self._index_front(when)
+        elif times[-1] > when:
+            self._unordered()
         self._obj.append(value)
         times.append(when)
 
@@ -727,18 +758,35 @@ class TtlList(_TtlSequence):
     def __getitem__(self, index: Any) -> Any:
         return self._obj[index]
 
-    def __setitem__(self, index: int, value: Any) -> None:
-        self._obj[index] = value
+    def __setitem__(self, index: Any, value: Any) -> None:
         times = self._times(PersistedList)
-        times[index] = _deadline(self._clock, self._ttl)
+        when = _deadline(self._clock, self._ttl)
+        if isinstance(index, slice):
+            values = list(value)
+            was_empty = not len(times)
+            self._obj[index] = values
+            times[index] = [when] * len(values)
+            if values:
+                if was_empty:
+                    self._index_front(when)
+                self._unordered()
+            return
+        n = len(times)
+        self._obj[index] = value  # raises IndexError as a list does
+        i = index + n if index < 0 else index
+        times[i] = when
+        self._check_order(times, i, when)
 
     def insert(self, index: int, value: Any) -> None:
         times = self._times(PersistedList)
         when = _deadline(self._clock, self._ttl)
-        if not len(times):
+        n = len(times)
+        if not n:
             self._index_front(when)
         self._obj.insert(index, value)
-        times.insert(index, when)
+        i = max(0, index + n) if index < 0 else min(index, n)
+        times.insert(i, when)
+        self._check_order(times, i, when)
 
     def pop(self, index: int = -1) -> Any:
         value = self._obj.pop(index)
@@ -752,3 +800,6 @@ class TtlList(_TtlSequence):
     def clear(self) -> None:
         self._obj.clear()
         self._times(PersistedList).clear()
+        flag_id = self._id + UNORDERED
+        if flag_id in self._space:
+            self._space.delete(flag_id)
