@@ -275,15 +275,14 @@ class ObjectSpace:
         pages = []
         kind_values: dict[str, bytes] = {}
         for object_id, obj in targets.items():
-            page = obj._merged_page()
-            whole = full or page.new
             try:
-                obj._emit(out, page, whole)
+                page = obj._save(out, full)
             except SerializationError as exc:
                 raise SerializationError(f"cannot save {obj.KIND} {object_id!r}: {exc}") from exc
             except Exception as exc:  # the raw encoder's error: explained, or raised as it is
-                self._explain(obj, page, whole, exc)
-            if whole:
+                page = obj._merged_page()
+                self._explain(obj, page, full or page.new, exc)
+            if full or page.new:
                 kind = kind_values.get(obj.KIND)
                 if kind is None:
                     kind = kind_values[obj.KIND] = self._serializer.dumps({"kind": obj.KIND})

@@ -301,6 +301,13 @@ class PersistedObject(ObjectBase):
     def _length(self) -> int:
         return 0
 
+    def _save(self, out: Emitter, full: bool) -> Page:
+        """Emit the edits since the last acknowledged save (everything when ``full`` or
+        new) to ``out``; the page that :meth:`_freeze` keeps until acknowledged."""
+        page = self._merged_page()
+        self._emit(out, page, full or page.new)
+        return page
+
     def _merged_page(self) -> Page:
         current = self._current_page()
         return current if self._pending is None else self._pending.then(current)

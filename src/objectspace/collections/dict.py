@@ -81,6 +81,39 @@ class PersistedDict(_DictBase):
                 spell[key] = key
         self._next = fresh
 
+    def _save(self, out: Emitter, full: bool) -> Page:
+        # The common differential save (no earlier save awaiting its commit, not new, not
+        # cleared, every key plain) in as few frames as it takes: what _merged_page and
+        # _emit do for it.
+        if full or self._pending is not None or self._new or self._cleared or self._spell:
+            return super()._save(out, full)
+        slots = self._dirty
+        page = Page(False, False, self._meta, slots)
+        data = self._data
+        order = self._order
+        if data:
+            last = next(reversed(data))
+            if last in slots:  # keys were inserted (or the last one updated): number them
+                touched = 0
+                prev = -1
+                for key in reversed(data):
+                    if key not in slots:
+                        prev = order[key]
+                        break
+                    touched += 1
+                tail = list(itertools.islice(reversed(data), touched))
+                tail.reverse()
+                self._number(tail, prev)
+        if not data.keys() >= slots:  # some slot was removed (one C-level pass)
+            spell = self._spell
+            for slot in slots:
+                if slot not in data:
+                    order.pop(slot, None)
+                    spell.pop(slot, None)
+        if self._spell or not self._emit_plain(out, slots):
+            super()._emit(out, page, False)
+        return page
+
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         data = self._data
         if whole or page.cleared:
