@@ -290,6 +290,68 @@ RECURSIVE = st.recursive(
 )
 
 
+TUPLE_KEYS = st.recursive(
+    st.one_of(
+        st.integers(-(2**64), 2**64),
+        st.floats(allow_nan=False),
+        st.text(max_size=4),
+        st.binary(max_size=4),
+        st.none(),
+        st.booleans(),
+    ),
+    lambda inner: st.lists(inner, max_size=4).map(tuple),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TUPLE_KEYS | RECURSIVE)
+def test_flat_tuples_encode_to_the_bytes_of_the_general_path(value: Any) -> None:
+    """A tuple of flat values is packed by one per-thread packer (a save encodes millions of
+    tuple keys); its bytes, as a value and as a key, must be those of the general path
+    (a new packer per element), which stored state was written with."""
+    import objectspace.serialization as ser
+
+    fast = osp.MsgpackSerializer()
+    general = osp.MsgpackSerializer()
+
+    def both(encode: Any) -> tuple[Any, Any]:
+        try:
+            first: Any = encode(fast)
+        except (TypeError, ValueError, OverflowError, osp.SerializationError) as exc:
+            first = type(exc)
+        saved = ser._FLAT_TYPES
+        ser._FLAT_TYPES = frozenset()
+        try:
+            second: Any = encode(general)
+        except (TypeError, ValueError, OverflowError, osp.SerializationError) as exc:
+            second = type(exc)
+        finally:
+            ser._FLAT_TYPES = saved
+        return first, second
+
+    first, second = both(lambda s: s.dumps(value))
+    assert first == second
+    try:
+        hash(value)
+    except TypeError:
+        return
+    first, second = both(lambda s: s.encode_key(value))
+    assert first == second
+
+
+def test_a_flat_tuple_key_keeps_its_stored_bytes() -> None:
+    """The stored encoding of a tuple key (an extension value of the packed elements)."""
+    serializer = osp.MsgpackSerializer()
+    assert serializer.encode_key(("0/", 1700000000000)) == (
+        b"\xc7\x0c\x01\xa20/\xcf\x00\x00\x01\x8b\xcf\xe5h\x00",
+        True,
+    )
+    with pytest.raises(osp.SerializationError):
+        serializer.dumps((1, 2**64))  # the packer resets after the error:
+    assert serializer.dumps((1.5, True, None)) == b"\xc7\x0b\x01\xcb?\xf8" + bytes(6) + b"\xc3\xc0"
+
+
 @settings(max_examples=200, deadline=None)
 @given(RECURSIVE)
 def test_msgpack_round_trips_recursive_values(value: Any) -> None:

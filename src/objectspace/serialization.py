@@ -171,6 +171,19 @@ class MsgpackSerializer(Serializer):
             )
         return packer
 
+    def _inner_pack(self) -> Callable[[Any], bytes]:
+        """The calling thread's packer for the elements of an extension value that holds
+        only values of :data:`_FLAT_TYPES` (which never call the default hook, so this
+        packer is never re-entered): the bytes ``self._pack`` gives, without a new packer
+        per element."""
+        try:
+            pack: Callable[[Any], bytes] = self._local.inner
+        except AttributeError:
+            pack = self._local.inner = msgpack.Packer(
+                use_bin_type=True, strict_types=True, autoreset=True
+            ).pack
+        return pack
+
     def __getstate__(self) -> dict[str, Any]:
         return {}
 
@@ -186,9 +199,12 @@ class MsgpackSerializer(Serializer):
     def _default(self, obj: Any) -> Any:
         # strict_types sends tuples and subclasses of builtins here instead of packing
         # them as their base type, so each keeps its identity or is normalised explicitly.
-        pack = self._pack
         if isinstance(obj, tuple):
+            if set(map(type, obj)) <= _FLAT_TYPES:  # no extension value inside: one packer
+                return msgpack.ExtType(_EXT_TUPLE, b"".join(map(self._inner_pack(), obj)))
+            pack = self._pack
             return msgpack.ExtType(_EXT_TUPLE, b"".join(pack(v) for v in obj))
+        pack = self._pack
         if isinstance(obj, _dt.datetime):
             return msgpack.ExtType(_EXT_DATETIME, obj.isoformat().encode("ascii"))
         if isinstance(obj, _dt.date):
@@ -473,6 +489,9 @@ def _pickle_without_memo(value: Any) -> bytes:
 
 # Keys of these exact types are their own canonical form, and decode back unchanged.
 PLAIN_KEY_TYPES: frozenset[type] = frozenset({str, int, bytes, type(None)})
+# The types msgpack packs itself (strict_types: exactly these), never through the default
+# hook.
+_FLAT_TYPES: frozenset[type] = frozenset({str, int, bytes, type(None), float, bool})
 
 
 class _SortedFrozenset(frozenset[Any]):
@@ -541,6 +560,8 @@ def canonical_key(key: Any, dumps: Callable[[Any], bytes]) -> tuple[Any, bool]:
     if kind in PLAIN_KEY_TYPES:
         return key, True
     if kind is tuple:
+        if set(map(type, key)) <= PLAIN_KEY_TYPES:  # the common flat key: one C-level pass
+            return key, True
         parts = [canonical_key(part, dumps) for part in key]
         if all(exact for _, exact in parts):
             return key, True
