@@ -171,6 +171,25 @@ class MsgpackSerializer(Serializer):
             )
         return packer
 
+    @property
+    def raw_encode_key(self) -> Callable[[Any], tuple[bytes, bool]]:
+        # A flat tuple key (the common composite key) is packed here, as the extension
+        # value the general path builds, without building it.
+        canonical = self._canonical_dumps
+        inner = self._inner_pack
+
+        def encode(key: Any) -> tuple[bytes, bool]:
+            if type(key) is tuple and set(map(type, key)) <= PLAIN_KEY_TYPES:
+                try:
+                    body = b"".join(map(inner(), key))
+                except OverflowError:  # an int beyond 64 bits: the general path's encoding
+                    return _encode_key(key, canonical)
+                n = len(body)
+                return (_EXT_TUPLE_HEADS[n] if n < 256 else _ext_tuple_head(n)) + body, True
+            return _encode_key(key, canonical)
+
+        return encode
+
     def _inner_pack(self) -> Callable[[Any], bytes]:
         """The calling thread's packer for the elements of an extension value that holds
         only values of :data:`_FLAT_TYPES` (which never call the default hook, so this
@@ -276,6 +295,22 @@ class MsgpackSerializer(Serializer):
     @property
     def raw_loads_many(self) -> Callable[[list[bytes]], list[Any]]:
         return _raw_unpack_many
+
+
+def _ext_tuple_head(n: int) -> bytes:
+    """msgpack's header of a tuple extension value of ``n`` bytes (fixext 1/2/4/8/16,
+    else ext 8/16/32)."""
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}.get(n)
+    if fixed is not None:
+        return bytes((fixed, _EXT_TUPLE))
+    if n < 1 << 8:
+        return bytes((0xC7, n, _EXT_TUPLE))
+    if n < 1 << 16:
+        return b"\xc8" + n.to_bytes(2, "big") + bytes((_EXT_TUPLE,))
+    return b"\xc9" + n.to_bytes(4, "big") + bytes((_EXT_TUPLE,))
+
+
+_EXT_TUPLE_HEADS = tuple(_ext_tuple_head(n) for n in range(256))
 
 
 def _bigints_as_ext(key: Any) -> Any:
