@@ -474,6 +474,30 @@ def test_removing_from_the_front_of_a_list_writes_rows_for_what_was_removed(
     assert list(load(store).get_list("l")) == ["x"]
 
 
+@pytest.mark.parametrize(
+    ("head", "error"),
+    [("x", "invalid stored head 'x'"), (-1, "invalid stored head -1"), (7, "misses slot")],
+)
+def test_a_list_with_a_bad_stored_head_is_corrupt_state(head: Any, error: str) -> None:
+    from objectspace.tables import CheckpointKind, TableChanges
+
+    store = osp.MemoryStore()
+    space = osp.ObjectSpace()
+    lst = space.create_list("l")
+    lst.extend(range(5))
+    space.checkpoint(store)
+    del lst[:2]
+    space.checkpoint(store)
+    assert list(load(store).get_list("l")) == [2, 3, 4]
+    writer = store.writer(CheckpointKind.DIFFERENTIAL)
+    raw = osp.MsgpackSerializer().dumps(head)
+    writer.merge({"state/item/l/metadata": TableChanges(rows={b"head": raw})})
+    writer.commit()
+    with pytest.raises(osp.CorruptStateError, match=error) as info:
+        load(store)
+    assert "'l'" in str(info.value)
+
+
 def _extend_with_itself(op: str) -> subprocess.CompletedProcess[str]:
     """Run ``lst.extend(lst)`` (or ``lst += lst``) in a child with 1 GiB of address space."""
     code = textwrap.dedent(
