@@ -492,6 +492,25 @@ def test_deleting_a_blob_writes_no_page_per_freed_page(tmp_path: Path) -> None:
     assert frames <= 8, frames
 
 
+def test_checkpoint_storage_copies_its_wal_back_every_64_mib(tmp_path: Path) -> None:
+    """Checkpoint storage keeps up to 64 MiB of WAL (a page changed by several commits
+    reaches the database once); a SQLiteStore keeps 4 MiB."""
+    storage = osp.open_storage(f"sqlite:///{tmp_path / 'storage.db'}")
+    store = osp.SQLiteStore(tmp_path / "store.db")
+    try:
+        conn = storage.backend.connection  # type: ignore[attr-defined]
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] * page == 64 << 20
+        assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 64 << 20
+        seed(store)
+        conn = store._conn  # type: ignore[attr-defined]
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] * page == 4 << 20
+    finally:
+        storage.close()
+        store.close()
+
+
 def test_sqlite_newer_schema_version_raises(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     store = osp.SQLiteStore(path)

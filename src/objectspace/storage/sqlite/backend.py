@@ -18,7 +18,11 @@ from objectspace.errors import StorageError
 from objectspace.storage import forks
 from objectspace.storage.sql.base import SQLBackend, Tx
 from objectspace.storage.sql.schema import SQLITE_SCHEMA
-from objectspace.storage.sql.sqlite_files import check_sqlite_file, connect_sqlite
+from objectspace.storage.sql.sqlite_files import (
+    WAL_BYTES_STORAGE,
+    check_sqlite_file,
+    connect_sqlite,
+)
 
 __all__ = ["SQLiteBackend"]
 
@@ -135,7 +139,7 @@ class SQLiteBackend(SQLBackend):
         if self._conn is None:
             assert self.path is not None
             check_sqlite_file(self.path, "ckpt_meta")
-            conn = connect_sqlite(self.path, page_size=PAGE_SIZE)
+            conn = connect_sqlite(self.path, page_size=PAGE_SIZE, wal_bytes=WAL_BYTES_STORAGE)
             try:
                 self._init_schema(conn)
             except BaseException:
