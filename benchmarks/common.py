@@ -18,6 +18,7 @@ import gc
 import os
 import platform
 import re
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -270,6 +271,21 @@ def sqlite_size(path: str) -> int:
         with suppress(OSError):
             total += os.path.getsize(path + suffix)
     return total
+
+
+def sqlite_settle(path: str) -> None:
+    """Copy a SQLite database's WAL back into it and empty the WAL (as closing its last
+    connection does): for a measurement of the bytes a run wrote while other processes (a
+    Spark job's Python workers) still hold connections open. A file that is not there, or
+    not a database, is left alone."""
+    if not os.path.exists(path):
+        return
+    with suppress(sqlite3.Error):
+        conn = sqlite3.connect(path, timeout=30)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.close()
 
 
 def profile(fn: Callable[[], Any], *, top: int = 15, label: str = "") -> str:
