@@ -275,6 +275,16 @@ def _table_keys(keys: list[bytes]) -> list[int] | None:
     (list indices), else ``None``."""
     if not keys:
         return None
+    if len(keys) <= 4:  # a few slots of one list (appends between two saves): per key
+        ints = []
+        prev = 0
+        for key in keys:
+            if not (len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key):
+                return None
+            i = int(key)
+            ints.append(i - prev)
+            prev = i
+        return ints
     joined = b"".join(keys)
     if not joined.isdigit() or max(map(len, keys)) > 18:  # deltas must fit 64 bits
         return None
