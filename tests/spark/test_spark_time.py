@@ -251,8 +251,8 @@ def test_a_one_partition_batch_with_due_timers_runs_without_a_shuffle(
     spark: Any, tmp_path: Any
 ) -> None:
     """A micro-batch in one partition runs every instance in that one task also when
-    timers are due (the due instances' marker rows join it by a coalesce, not a shuffle),
-    with the output simulate gives."""
+    timers are due (the task runs the due instances itself: no shuffle, no marker rows
+    joined), with the output simulate gives."""
     from pyspark.sql import types as T
 
     schema = T.StructType([T.StructField("k", T.LongType()), T.StructField("ts", T.LongType())])
@@ -282,3 +282,4 @@ def test_a_one_partition_batch_with_due_timers_runs_without_a_shuffle(
     assert outputs == [Counter((r["k"], r["end"], r["n"]) for r in out) for out in sim.outputs]
     assert runner.history[2].timers_fired == 6
     assert "Exchange" not in plans[2], plans[2]
+    assert "Union" not in plans[2], plans[2]

@@ -172,6 +172,7 @@ class StatefulRunner:
             raise ValueError(f"history is a number of batches >= 0 or None, not {history!r}")
         self.history: deque[BatchStats] = deque(maxlen=history)
         self._persisted: DataFrame | None = None
+        self._parsed_schemas: tuple[StructType, pa.Schema] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -180,6 +181,12 @@ class StatefulRunner:
         )
 
     def _schemas(self, spark: Any) -> tuple[StructType, pa.Schema]:
+        # Parsing a DDL string is a JVM round trip: once per runner.
+        if self._parsed_schemas is None:
+            self._parsed_schemas = self._parse_schemas()
+        return self._parsed_schemas
+
+    def _parse_schemas(self) -> tuple[StructType, pa.Schema]:
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -256,11 +263,16 @@ class StatefulRunner:
             _KG, F.expr(f"pmod(xxhash64({', '.join(key_exprs)}), {max_kg})").cast("int")
         ).withColumn(_INSTANCE, F.expr(spark_instance_expr(_KG, max_kg, p)).cast("int"))
         timing = self._time.plan(checkpoint_id, base, replay, None)
+        partitions = self._partitions(df)
+        due_instances: frozenset[int] = frozenset()
         if timing.due:
-            # Instances with timers or TTL'd entries due run even without rows: one marker
-            # row each (key group -1), which the task drops.
             key_groups = self.operator.key_groups
-            due = sorted({key_groups.instance_of(g, p) for g in timing.due})
+            due_instances = frozenset(key_groups.instance_of(g, p) for g in timing.due)
+        if due_instances and partitions != 1:
+            # Instances with timers or TTL'd entries due run even without rows: one marker
+            # row each (key group -1), which the task drops. (An input in one partition
+            # needs none: its one task runs the due instances.)
+            due = sorted(due_instances)
             nullable = T.StructType(
                 [T.StructField(f.name, f.dataType, True) for f in routed.schema.fields]
             )
@@ -290,16 +302,17 @@ class StatefulRunner:
             snapshot_key=self._snapshot_key,
             time=timing,
         )
-        task = _InstanceTask(plan, arrow_schema)
+        task = _InstanceTask(plan, arrow_schema, due_instances if partitions == 1 else frozenset())
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
-        if self._single_partition(df):
+        if partitions <= 1:
             # Small micro-batches often arrive in one partition: run every instance in that
             # task instead of shuffling the rows to one task per instance (the due
-            # instances' marker rows join it without a shuffle). One Python worker then
-            # runs every batch and keeps the instances in its memory.
-            if timing.due:
+            # instances run in it too; an input with no partition gets one from the
+            # marker rows). One Python worker then runs every batch and keeps the
+            # instances in its memory.
+            if partitions == 0 and due_instances:
                 routed = routed.coalesce(1)
             result = routed.mapInArrow(lambda it: task.run_partition(it), struct)
         else:
@@ -342,11 +355,12 @@ class StatefulRunner:
             return ""
 
     @staticmethod
-    def _single_partition(df: DataFrame) -> bool:
+    def _partitions(df: DataFrame) -> int:
+        """How many partitions ``df`` has (2 when that cannot be known: the shuffle)."""
         try:
-            return int(df.rdd.getNumPartitions()) <= 1
+            return int(df.rdd.getNumPartitions())
         except Exception:  # e.g. a DataFrame that cannot become an RDD: take the shuffle
-            return False
+            return 2
 
     def foreach_batch(
         self, sink: Callable[[DataFrame, int], None] | None = None

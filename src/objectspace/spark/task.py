@@ -39,9 +39,13 @@ class _InstanceTask:
     per-instance loop is :func:`~objectspace.operators.execution.run_instance`; this class
     adds the worker's instance cache and snapshot files, and Arrow at its edges."""
 
-    def __init__(self, plan: TaskPlan, output_schema: pa.Schema) -> None:
+    def __init__(
+        self, plan: TaskPlan, output_schema: pa.Schema, due: frozenset[int] = frozenset()
+    ) -> None:
         self.plan = plan
         self.output_schema = output_schema
+        # Instances to run in run_partition even without rows (timers or TTL due).
+        self.due = due
         self.use_snapshots = (
             plan.use_cache
             and plan.use_snapshots
@@ -218,7 +222,7 @@ class _InstanceTask:
         rows: list[dict[str, Any]] = []
         for batch in batches:
             rows.extend(batch.to_pylist())
-        by_instance: dict[int, list[dict[str, Any]]] = {}
+        by_instance: dict[int, list[dict[str, Any]]] = {index: [] for index in self.due}
         for row in rows:
             by_instance.setdefault(row[_INSTANCE], []).append(row)
         for index in sorted(by_instance):
