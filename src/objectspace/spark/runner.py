@@ -219,7 +219,6 @@ class StatefulRunner:
         The checkpoint is committed before this returns; the output is cached so that
         using it does not run the batch again.
         """
-        from pyspark.sql import functions as F
         from pyspark.sql import types as T
         from pyspark.storagelevel import StorageLevel
 
@@ -259,9 +258,13 @@ class StatefulRunner:
             dtype = df.schema[name].dataType
             cast = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
             key_exprs.append(f"CAST({_quote(name)} AS BIGINT)" if cast else _quote(name))
-        routed = df.withColumn(
-            _KG, F.expr(f"pmod(xxhash64({', '.join(key_exprs)}), {max_kg})").cast("int")
-        ).withColumn(_INSTANCE, F.expr(spark_instance_expr(_KG, max_kg, p)).cast("int"))
+        # Both helper columns in one projection (each DataFrame call is a JVM round trip
+        # per batch): the instance expression reads the key group's expression.
+        kg_sql = f"CAST(pmod(xxhash64({', '.join(key_exprs)}), {max_kg}) AS INT)"
+        instance_sql = spark_instance_expr(_KG, max_kg, p).replace(_quote(_KG), f"({kg_sql})")
+        routed = df.selectExpr(
+            "*", f"{kg_sql} AS {_quote(_KG)}", f"CAST({instance_sql} AS INT) AS {_quote(_INSTANCE)}"
+        )
         timing = self._time.plan(checkpoint_id, base, replay, None)
         partitions = self._partitions(df)
         due_instances: frozenset[int] = frozenset()
@@ -321,7 +324,10 @@ class StatefulRunner:
         self._persisted = result
         tasks_started = time.perf_counter()
         packed = [
-            r[0] for r in result.where(F.col(_RECEIPT).isNotNull()).select(_RECEIPT).collect()
+            r[0]
+            for r in result.selectExpr(_quote(_RECEIPT))
+            .where(f"{_quote(_RECEIPT)} IS NOT NULL")
+            .collect()
         ]
         tasks_seconds = time.perf_counter() - tasks_started
         receipts: list[Receipt] = []
@@ -345,7 +351,7 @@ class StatefulRunner:
             batch.bytes_written,
             batch.seconds_total,
         )
-        return result.where(F.col(_RECEIPT).isNull()).drop(_RECEIPT)
+        return result.where(f"{_quote(_RECEIPT)} IS NULL").drop(_RECEIPT)
 
     @staticmethod
     def _application(spark: Any) -> str:
