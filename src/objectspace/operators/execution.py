@@ -333,9 +333,16 @@ def order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
     def by_order(r: Row) -> tuple[Any, ...]:
         return tuple((r[c] is None, r[c]) for c in order_columns)
 
-    keys = [by_order(r) for r in rows]
+    if len(order_columns) == 1:  # the common case: one (None-last) value per row
+        (column,) = order_columns
+        keys: list[Any] = [(r[column] is None, r[column]) for r in rows]
+    else:
+        keys = [by_order(r) for r in rows]
+    if len(rows) < 2:
+        return
     if len(set(keys)) == len(keys):
-        rows.sort(key=by_order)
+        order = sorted(range(len(rows)), key=keys.__getitem__)
+        rows[:] = [rows[i] for i in order]
     else:
         rows.sort(key=lambda r: (by_order(r), repr(sorted(r.items()))))
 

@@ -65,7 +65,9 @@ def _shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
 def _escape(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"a state name is a non-empty str, not {name!r}")
-    return name.replace("%", "%25").replace("/", "%2F")
+    if "%" in name or "/" in name:
+        return name.replace("%", "%25").replace("/", "%2F")
+    return name
 
 
 def key_prefix(key: Any) -> str:

@@ -210,7 +210,7 @@ def _open_sessions(
     state: KeyState, sessions: PersistedSortedDict, prefix: str
 ) -> dict[int, list[Any]]:
     """The key's open sessions: start -> [end, count, sum, min, max]."""
-    if _LEGACY in state:
+    if state._prefix + _LEGACY in state._space:  # ``_LEGACY in state``, inline
         for start, entry in state.dict(_LEGACY).items():
             sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
         state.delete(_LEGACY)
