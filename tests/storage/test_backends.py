@@ -525,6 +525,35 @@ def test_user_identifiers(
     _files_escape_check(any_storage_url, storage, tmp_path)
 
 
+def test_heads_are_the_last_writes_of_the_restore_chains(storage: osp.Storage) -> None:
+    """``Backend.heads`` gives, per key group, the (write id, version) a restore chain ends
+    with, as of the newest checkpoint and as of older ones, before and after a compaction
+    (what a Spark worker checks before it adopts another worker's snapshot)."""
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=MAX_KG)
+    work = Workload(op, seed=5)
+    instances = [op.instance(i, 2) for i in range(2)]
+    backend = storage.backend
+
+    def from_chains(as_of: int) -> dict[int, tuple[int, int]]:
+        chains = backend.chains(job.name, op.name, range(MAX_KG), as_of)
+        return {g: (ws[-1].write_id, ws[-1].version) for g, ws in chains.items() if ws}
+
+    for cp in range(1, 5):
+        work.step(instances, cp, touched=20)
+        commit_round(job, instances, cp)
+    for as_of in (0, 1, 3, 4, 9):
+        expected = from_chains(as_of)
+        assert backend.heads(job.name, op.name, range(MAX_KG), as_of) == expected
+        assert backend.heads(job.name, op.name, range(2, 7), as_of) == {
+            g: h for g, h in expected.items() if 2 <= g < 7
+        }
+    assert backend.heads(job.name, op.name, range(MAX_KG), 4)
+    job.compact()
+    for as_of in (2, 4):
+        assert backend.heads(job.name, op.name, range(MAX_KG), as_of) == from_chains(as_of)
+
+
 def test_marks_are_durable_per_job_and_overwritten(any_storage_url: str) -> None:
     s = osp.open_storage(any_storage_url)
     try:

@@ -176,14 +176,10 @@ class _InstanceTask:
         if not heads:
             return True
         info = plan.info
-        chains = plan.storage.backend.chains(
+        stored = plan.storage.backend.heads(
             info.job, info.name, range(min(heads), max(heads) + 1), plan.base
         )
-        for key_group, head in heads.items():
-            chain = chains.get(key_group)
-            if (None if not chain else (chain[-1].write_id, chain[-1].version)) != head:
-                return False
-        return True
+        return all(stored.get(key_group) == head for key_group, head in heads.items())
 
     def _write_snapshot(
         self, index: int, instance: Instance, stats: TaskStats, skip: bool = False

@@ -232,6 +232,19 @@ class Backend(ABC):
     ) -> dict[int, list[WriteInfo]]:
         """Per key group in ``key_groups``: the committed writes to apply, in version order."""
 
+    def heads(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int]]:
+        """Per key group in ``key_groups`` with committed state as of ``as_of``: the
+        ``(write id, version)`` of the last write of its restore chain (:meth:`chains`).
+        This default reads the chains; a backend that keeps each key group's newest write
+        answers without them."""
+        return {
+            group: (chain[-1].write_id, chain[-1].version)
+            for group, chain in self.chains(job, operator, key_groups, as_of).items()
+            if chain
+        }
+
     @abstractmethod
     def read(
         self, job: str, operator: str, writes: Sequence[WriteInfo]

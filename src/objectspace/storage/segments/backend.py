@@ -265,6 +265,12 @@ class SegmentBackend(Backend):
         chains = self.catalog.chains(job, operator, key_groups, as_of)
         return {g: [self._located(w) for w in ws] for g, ws in chains.items()}
 
+    def heads(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int]]:
+        self._ready()
+        return self.catalog.heads(job, operator, key_groups, as_of)
+
     def retain(self, job: str, keep_last: int) -> RetentionStats:
         return self.catalog.retain(job, keep_last)
 

@@ -1117,6 +1117,35 @@ class SQLBackend(SegmentQueries):
             write=False,
         )
 
+    def heads(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int]]:
+        """From ``ckpt_heads`` (one query) where the newest committed write is not newer
+        than ``as_of``; otherwise the key group's newest write as of ``as_of``, as the last
+        write of :meth:`chains` is: the highest (version, id)."""
+
+        def work(tx: Tx) -> dict[int, tuple[int, int]]:
+            op_id = self._operator_id(tx, job, operator)
+            heads: dict[int, tuple[int, int]] = {}
+            for group, head, version in tx.all(
+                "SELECT key_group, head, version FROM ckpt_heads "
+                "WHERE op = ? AND key_group >= ? AND key_group < ?",
+                (op_id, key_groups.start, key_groups.stop),
+            ):
+                if int(version) <= as_of:
+                    heads[int(group)] = (int(head), int(version))
+                    continue
+                row = tx.one(
+                    "SELECT id, version FROM ckpt_writes WHERE op = ? AND committed = 1 "
+                    "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
+                    (op_id, group, as_of),
+                )
+                if row is not None:
+                    heads[int(group)] = (int(row[0]), int(row[1]))
+            return heads
+
+        return self._run("reading chain heads", work, write=False)
+
     def _blocks_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
         """Each write's block with the catalog's record of it, in order: one query per 500
         writes. A write stored in a segment file comes without its bytes (``data`` is
