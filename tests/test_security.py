@@ -155,8 +155,8 @@ def _receipt() -> Receipt:
 
 def test_receipt_row_round_trips_as_plain_fields() -> None:
     stats = TaskStats(index=1, keys=3, cached=True, seconds_total=0.5)
-    assert _unpack_receipt(_pack_receipt(_receipt(), stats)) == (_receipt(), stats)
-    assert _unpack_receipt(_pack_receipt(None, TaskStats())) == (None, TaskStats())
+    assert _unpack_receipt(_pack_receipt(_receipt(), stats)) == (_receipt(), stats, None)
+    assert _unpack_receipt(_pack_receipt(None, TaskStats(), b"x")) == (None, TaskStats(), b"x")
     assert b"\x80" not in _pack_receipt(_receipt(), stats)[:1]  # not a pickle
 
 
@@ -172,7 +172,9 @@ def test_receipt_row_that_is_a_pickle_is_refused_unexecuted(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     "change",
     [
-        lambda d: d.update(v=2),
+        lambda d: d.update(v=1),
+        lambda d: d.pop("output"),
+        lambda d: d.update(output="rows"),
         lambda d: d.update(extra=1),
         lambda d: d["receipt"].update(index="1"),
         lambda d: d["receipt"].update(writes=[[1]]),

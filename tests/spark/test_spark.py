@@ -428,7 +428,7 @@ def test_output_recomputed_after_its_cache_is_lost_is_identical(spark: Any, tmp_
     batches = SUM7_BATCHES[:3]
     expected, _ = reference_run(ref_sum7, batches)
     url = sqlite_url(tmp_path)
-    runner = sum7_runner(url, "recompute", 3)
+    runner = sum7_runner(url, "recompute", 3, inline_output_bytes=0)
     for n, rows in enumerate(batches):
         out = runner.process(to_df(spark, rows), n)
         first = df_rows(out)
@@ -439,6 +439,62 @@ def test_output_recomputed_after_its_cache_is_lost_is_identical(spark: Any, tmp_
         assert [(c.checkpoint_id, c.bytes) for c in runner.job.checkpoint_info()] == info
     runner.close()
     assert dump_state(url, "recompute", "sum7") == simulate(sum7, batches)[1]
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def test_small_output_comes_back_with_the_receipts(spark: Any, tmp_path: Any) -> None:
+    """By default a small output travels with the receipts and the batch's output is a local
+    DataFrame; with ``inline_output_bytes=0`` it stays in the cached result; with a limit
+    between the tasks' sizes, some tasks send it and others leave rows (the output is the
+    union of both). The rows are the same every way, and so is the state."""
+    batches = SUM7_BATCHES[:4]
+    expected, _ = reference_run(ref_sum7, batches)
+    plans: dict[int, list[str]] = {}
+    for limit in (16 << 20, 0, 3 * 600):
+        url = sqlite_url(tmp_path, f"inline-{limit}.db")
+        runner = sum7_runner(url, "inline", 3, inline_output_bytes=limit)
+        plans[limit] = []
+        for n, rows in enumerate(batches):
+            out = runner.process(to_df(spark, rows), n)
+            plans[limit].append(_plan(out))
+            assert df_rows(out) == dict_rows(expected[n], ("k", "n", "s")), (limit, n)
+            assert (runner._persisted is None) == ("InMemoryTableScan" not in plans[limit][-1])
+        runner.close()
+        assert dump_state(url, "inline", "sum7") == simulate(sum7, batches)[1]
+    assert all("LocalTableScan" in p and "InMemory" not in p for p in plans[16 << 20])
+    assert all("LocalTableScan" not in p for p in plans[0])
+    assert any("LocalTableScan" in p and "InMemoryTableScan" in p for p in plans[3 * 600])
+
+
+def test_inline_output_bytes_is_checked(tmp_path: Any) -> None:
+    for bad in (-1, 1 << 40, 1.5, True):
+        with pytest.raises(ValueError, match="inline_output_bytes"):
+            sum7_runner(sqlite_url(tmp_path), "bad", 1, inline_output_bytes=bad)
+
+
+def test_output_sent_with_a_receipt_is_checked(spark: Any) -> None:
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+    struct = StructType([StructField("n", LongType()), StructField("r", BinaryType())])
+    schema = pa.schema([("n", pa.int64()), ("r", pa.binary())])
+    with pytest.raises(osp.CheckpointError, match="not an Arrow stream"):
+        StatefulRunner._local_output(spark, struct, schema, [b"not arrow"])
+    other = pa.table({"m": [1]})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, other.schema) as writer:
+        writer.write_table(other)
+    with pytest.raises(osp.CheckpointError, match="schema"):
+        StatefulRunner._local_output(spark, struct, schema, [sink.getvalue().to_pybytes()])
+    table = pa.table({"n": [1, 2]})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    local = StatefulRunner._local_output(spark, struct, schema, [sink.getvalue().to_pybytes()])
+    assert [r.n for r in local.collect()] == [1, 2] and local.columns == ["n"]
 
 
 def test_empty_batch_commits_and_keeps_the_state(spark: Any, tmp_path: Any) -> None:

@@ -147,7 +147,7 @@ def run_batch(
         receipts, stats = [], []
         for index in sorted(by_instance):
             produced = task.run_instance(index, by_instance[index])
-            receipt, st = _unpack_receipt(produced[-1]["__os_receipt"])
+            receipt, st, _ = _unpack_receipt(produced[-1]["__os_receipt"])
             out.extend(produced[:-1])
             stats.append(st)
             if receipt is not None:

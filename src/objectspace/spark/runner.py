@@ -18,6 +18,7 @@ from objectspace.checkpoint import (
     Storage,
     open_storage,
 )
+from objectspace.errors import CheckpointError
 from objectspace.keygroups import check_max_key_groups, spark_instance_expr
 from objectspace.operators.execution import (
     TIME_OPERATOR_SUFFIX,
@@ -48,12 +49,16 @@ from objectspace.spark._common import (
     _quote,
 )
 from objectspace.spark.cache import _SNAPSHOT_KEY_BYTES
-from objectspace.spark.stats import _I64, BatchStats, _unpack_receipt
+from objectspace.spark.stats import _I64, _MAX_RECEIPT_BYTES, BatchStats, _unpack_receipt
 from objectspace.spark.task import _InstanceTask
 
 __all__ = ["StatefulRunner"]
 
 logger = logging.getLogger(__name__)
+
+# The largest inline_output_bytes: a task's share travels in one receipt row, which the
+# driver decodes up to _MAX_RECEIPT_BYTES.
+_MAX_INLINE_BYTES = _MAX_RECEIPT_BYTES // 2
 
 
 class StatefulRunner:
@@ -88,6 +93,14 @@ class StatefulRunner:
     ``on_timer(key, when, state)``, the handler of the timers ``state.timers`` registers
     (default: the operator's own ``on_timer``).
 
+    ``inline_output_bytes`` (default 16 MiB) lets a batch's output come back to the driver
+    with the tasks' receipts when it is small: a task whose output, as an Arrow IPC stream,
+    is at most this many bytes divided by the batch's parallelism sends it with its receipt,
+    and when every task did, :meth:`process` returns the output as a local DataFrame, which
+    the sink reads without another Spark job over the cached rows (about 50 ms less per
+    micro-batch here). A larger output stays in the cached DataFrame as before; 0 keeps
+    every output there.
+
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
     query), oldest first; ``last_batch`` is the latest.
@@ -116,6 +129,7 @@ class StatefulRunner:
         event_time: str | None = None,
         watermark_delay: Any = None,
         late_rows: str = "drop",
+        inline_output_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -171,6 +185,16 @@ class StatefulRunner:
         if history is not None and (not isinstance(history, int) or history < 0):
             raise ValueError(f"history is a number of batches >= 0 or None, not {history!r}")
         self.history: deque[BatchStats] = deque(maxlen=history)
+        if (
+            not isinstance(inline_output_bytes, int)
+            or isinstance(inline_output_bytes, bool)
+            or not 0 <= inline_output_bytes <= _MAX_INLINE_BYTES
+        ):
+            raise ValueError(
+                f"inline_output_bytes is a number of bytes in 0..{_MAX_INLINE_BYTES}, "
+                f"not {inline_output_bytes!r}"
+            )
+        self.inline_output_bytes = inline_output_bytes
         self._persisted: DataFrame | None = None
         self._parsed_schemas: tuple[StructType, pa.Schema] | None = None
 
@@ -305,7 +329,12 @@ class StatefulRunner:
             snapshot_key=self._snapshot_key,
             time=timing,
         )
-        task = _InstanceTask(plan, arrow_schema, due_instances if partitions == 1 else frozenset())
+        task = _InstanceTask(
+            plan,
+            arrow_schema,
+            due_instances if partitions == 1 else frozenset(),
+            self.inline_output_bytes // p,
+        )
         if self._persisted is not None:
             self._persisted.unpersist()
         # A plain lambda: PySpark inspects type hints of the function it is given.
@@ -332,8 +361,15 @@ class StatefulRunner:
         tasks_seconds = time.perf_counter() - tasks_started
         receipts: list[Receipt] = []
         batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
+        inline: list[bytes] = []
+        rows_left = False  # whether a task left its output as rows of the result
         for blob in packed:
-            add_task(batch, receipts, *_unpack_receipt(blob))
+            receipt, stats, output = _unpack_receipt(blob)
+            add_task(batch, receipts, receipt, stats)
+            if output is None:
+                rows_left = True
+            elif output:
+                inline.append(output)
         time_receipt = self._time.save(timing, batch)
         if time_receipt is not None:
             receipts.append(time_receipt)
@@ -351,7 +387,45 @@ class StatefulRunner:
             batch.bytes_written,
             batch.seconds_total,
         )
-        return result.where(f"{_quote(_RECEIPT)} IS NULL").drop(_RECEIPT)
+        local = self._local_output(spark, struct, arrow_schema, inline)
+        if not rows_left:
+            # Every task's output came with its receipt: the cached rows hold receipts only.
+            result.unpersist()
+            self._persisted = None
+            return local
+        rows = result.where(f"{_quote(_RECEIPT)} IS NULL").drop(_RECEIPT)
+        return rows.unionByName(local) if inline else rows
+
+    @staticmethod
+    def _local_output(
+        spark: Any, struct: StructType, arrow_schema: pa.Schema, inline: list[bytes]
+    ) -> DataFrame:
+        """The outputs the tasks sent with their receipts (Arrow IPC streams), as a local
+        DataFrame of the output schema."""
+        import pyarrow as pa
+        from pyspark.sql.types import StructType
+
+        user = StructType(struct.fields[:-1])
+        schema = arrow_schema.remove(len(arrow_schema) - 1)
+        tables = []
+        for data in inline:
+            try:
+                table = pa.ipc.open_stream(data).read_all()
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise CheckpointError(
+                    f"a task returned output that is not an Arrow stream: {exc}"
+                ) from exc
+            if not table.schema.equals(schema):
+                raise CheckpointError(
+                    f"a task returned output of schema {table.schema}, not {schema}"
+                )
+            tables.append(table)
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        try:
+            local: DataFrame = spark.createDataFrame(table, schema=user)
+        except Exception:  # a type Spark's Arrow conversion lacks: build it from rows
+            local = spark.createDataFrame(table.to_pylist(), schema=user)
+        return local
 
     @staticmethod
     def _application(spark: Any) -> str:

@@ -15,14 +15,19 @@ __all__ = ["BatchStats", "TaskStats"]
 
 # -- receipts: how a task's receipt and stats reach the driver --------------------------------
 
-_RECEIPT_VERSION = 1
+_RECEIPT_VERSION = 2
 _RECEIPT_INTS = ("index", "parallelism", "checkpoint_id", "bytes_written", "rows_written")
 _I64 = 1 << 63
+_MAX_RECEIPT_BYTES = 1 << 26
+"""The largest receipt row the driver decodes (its output included: see
+``StatefulRunner(inline_output_bytes=...)``, which is capped below it)."""
 
 
-def _pack_receipt(receipt: Receipt | None, stats: TaskStats) -> bytes:
+def _pack_receipt(receipt: Receipt | None, stats: TaskStats, output: bytes | None = None) -> bytes:
     """The receipt row's bytes: msgpack of plain fields only (never a pickle: the driver
-    decodes them, and a row's bytes must not be able to run code there)."""
+    decodes them, and a row's bytes must not be able to run code there). ``output`` is the
+    task's output rows as an Arrow IPC stream when they travel with the receipt, ``None``
+    when the task emitted them as rows of its result."""
     import msgpack
 
     packed_receipt = None
@@ -31,7 +36,12 @@ def _pack_receipt(receipt: Receipt | None, stats: TaskStats) -> bytes:
         packed_receipt["writes"] = [list(w) for w in receipt.writes]
     return bytes(
         msgpack.packb(
-            {"v": _RECEIPT_VERSION, "receipt": packed_receipt, "stats": dataclasses.asdict(stats)},
+            {
+                "v": _RECEIPT_VERSION,
+                "receipt": packed_receipt,
+                "stats": dataclasses.asdict(stats),
+                "output": output,
+            },
             use_bin_type=True,
         )
     )
@@ -41,15 +51,16 @@ def _is_int(value: object) -> bool:
     return type(value) is int and -_I64 <= value < _I64
 
 
-def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
-    """Decode and check what :func:`_pack_receipt` wrote; :class:`CheckpointError` for
-    anything else (no field of another type, no field missing or extra)."""
+def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats, bytes | None]:
+    """Decode and check what :func:`_pack_receipt` wrote (the receipt, the task's stats and
+    its output when it travels with them); :class:`CheckpointError` for anything else (no
+    field of another type, no field missing or extra)."""
     import msgpack
 
     def bad(why: str) -> CheckpointError:
         return CheckpointError(f"a task returned a malformed receipt row ({why})")
 
-    if not isinstance(blob, bytes | bytearray) or len(blob) > 1 << 24:
+    if not isinstance(blob, bytes | bytearray) or len(blob) > _MAX_RECEIPT_BYTES:
         raise bad(f"{type(blob).__name__} of {len(blob) if isinstance(blob, bytes) else '?'}")
     try:
         data = msgpack.unpackb(
@@ -57,10 +68,13 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
         )
     except Exception as exc:
         raise bad(f"not msgpack: {type(exc).__name__}") from exc
-    if not isinstance(data, dict) or set(data) != {"v", "receipt", "stats"}:
+    if not isinstance(data, dict) or set(data) != {"v", "receipt", "stats", "output"}:
         raise bad("not a receipt map")
     if data["v"] != _RECEIPT_VERSION:
         raise bad(f"version {data['v']!r}")
+    output = data["output"]
+    if output is not None and not isinstance(output, bytes):
+        raise bad(f"output of type {type(output).__name__}")
     raw_stats = data["stats"]
     fields = {f.name: f for f in dataclasses.fields(TaskStats)}
     if not isinstance(raw_stats, dict) or set(raw_stats) != set(fields):
@@ -87,7 +101,7 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
     stats = TaskStats(**raw_stats)
     raw = data["receipt"]
     if raw is None:
-        return None, stats
+        return None, stats, output
     names = {f.name for f in dataclasses.fields(Receipt)}
     if not isinstance(raw, dict) or set(raw) != names:
         raise bad("receipt fields")
@@ -103,4 +117,4 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats]:
     ):
         raise bad("receipt writes")
     raw["writes"] = tuple((w[0], w[1]) for w in writes)
-    return Receipt(**raw), stats
+    return Receipt(**raw), stats, output

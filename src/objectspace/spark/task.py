@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from objectspace.checkpoint import Instance, Operator
+from objectspace.checkpoint import Instance, Operator, Receipt
 from objectspace.errors import ObjectSpaceError
 from objectspace.operators.execution import TaskPlan, finish_task, group_rows, run_instance
 
@@ -40,12 +40,19 @@ class _InstanceTask:
     adds the worker's instance cache and snapshot files, and Arrow at its edges."""
 
     def __init__(
-        self, plan: TaskPlan, output_schema: pa.Schema, due: frozenset[int] = frozenset()
+        self,
+        plan: TaskPlan,
+        output_schema: pa.Schema,
+        due: frozenset[int] = frozenset(),
+        inline_bytes: int = 0,
     ) -> None:
         self.plan = plan
         self.output_schema = output_schema
         # Instances to run in run_partition even without rows (timers or TTL due).
         self.due = due
+        # An instance's output of at most this many bytes (an Arrow IPC stream) travels in
+        # its receipt row instead of as rows of the result (0: never).
+        self.inline_bytes = inline_bytes
         self.use_snapshots = (
             plan.use_cache
             and plan.use_snapshots
@@ -210,7 +217,7 @@ class _InstanceTask:
 
     def __call__(self, group: tuple[Any, ...], table: pa.Table) -> pa.Table:
         """``applyInArrow``: all rows of one instance."""
-        return self._table(self.run_instance(int(group[0].as_py()), table.to_pylist()))
+        return self._result(int(group[0].as_py()), table.to_pylist())
 
     def run_partition(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """``mapInArrow`` on a batch that Spark holds in one partition: every instance of
@@ -222,7 +229,7 @@ class _InstanceTask:
         for row in rows:
             by_instance.setdefault(row[_INSTANCE], []).append(row)
         for index in sorted(by_instance):
-            yield from self._table(self.run_instance(index, by_instance[index])).to_batches()
+            yield from self._result(index, by_instance[index]).to_batches()
 
     def _table(self, out: list[dict[str, Any]]) -> pa.Table:
         import pyarrow as pa
@@ -235,8 +242,36 @@ class _InstanceTask:
                 f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
             ) from exc
 
+    def _result(self, index: int, rows: list[dict[str, Any]]) -> pa.Table:
+        """Run instance ``index`` over its rows: the result's rows, the output then the
+        receipt, or the receipt row alone, carrying the output as an Arrow IPC stream
+        (``b""`` for none), when that stream is at most ``inline_bytes``."""
+        import pyarrow as pa
+
+        out, receipt, stats = self._run(index, rows)
+        table = self._table(out)
+        if self.inline_bytes > 0:
+            data = b""
+            if table.num_rows:
+                sink = pa.BufferOutputStream()
+                rows_only = table.drop_columns([_RECEIPT])
+                with pa.ipc.new_stream(sink, rows_only.schema) as writer:
+                    writer.write_table(rows_only)
+                data = sink.getvalue().to_pybytes()
+            if len(data) <= self.inline_bytes:
+                return self._table([{_RECEIPT: _pack_receipt(receipt, stats, data)}])
+        return pa.concat_tables([table, self._table([{_RECEIPT: _pack_receipt(receipt, stats)}])])
+
     def run_instance(self, index: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run instance ``index`` over its rows; the output rows, then the receipt row."""
+        out, receipt, stats = self._run(index, rows)
+        out.append({_RECEIPT: _pack_receipt(receipt, stats)})
+        return out
+
+    def _run(
+        self, index: int, rows: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], Receipt | None, TaskStats]:
+        """Run instance ``index`` over its rows: its output rows, receipt and stats."""
         plan = self.plan
         started = time.perf_counter()
         stats = TaskStats(index=index)
@@ -261,5 +296,4 @@ class _InstanceTask:
                 self._write_snapshot(index, instance, stats, stayed >= cache._SKIP_SNAPSHOT_AFTER)
                 stats.seconds_snapshot = time.perf_counter() - t0
         finish_task(stats, started)
-        out.append({_RECEIPT: _pack_receipt(receipt, stats)})
-        return out
+        return out, receipt, stats
