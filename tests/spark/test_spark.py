@@ -475,26 +475,30 @@ def test_inline_output_bytes_is_checked(tmp_path: Any) -> None:
             sum7_runner(sqlite_url(tmp_path), "bad", 1, inline_output_bytes=bad)
 
 
-def test_output_sent_with_a_receipt_is_checked(spark: Any) -> None:
+def test_output_sent_with_a_receipt_is_checked(spark: Any, tmp_path: Any) -> None:
     import pyarrow as pa
     from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+    runner = sum7_runner(sqlite_url(tmp_path), "checked", 1)
     struct = StructType([StructField("n", LongType()), StructField("r", BinaryType())])
     schema = pa.schema([("n", pa.int64()), ("r", pa.binary())])
     with pytest.raises(osp.CheckpointError, match="not an Arrow stream"):
-        StatefulRunner._local_output(spark, struct, schema, [b"not arrow"])
+        runner._local_output(spark, struct, schema, [b"not arrow"])
     other = pa.table({"m": [1]})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, other.schema) as writer:
         writer.write_table(other)
     with pytest.raises(osp.CheckpointError, match="schema"):
-        StatefulRunner._local_output(spark, struct, schema, [sink.getvalue().to_pybytes()])
+        runner._local_output(spark, struct, schema, [sink.getvalue().to_pybytes()])
     table = pa.table({"n": [1, 2]})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    local = StatefulRunner._local_output(spark, struct, schema, [sink.getvalue().to_pybytes()])
+    local = runner._local_output(spark, struct, schema, [sink.getvalue().to_pybytes()])
     assert [r.n for r in local.collect()] == [1, 2] and local.columns == ["n"]
+    empty = runner._local_output(spark, struct, schema, [])
+    assert empty.collect() == [] and empty.columns == ["n"]
+    assert runner._local_output(spark, struct, schema, []) is empty  # built once
 
 
 def test_empty_batch_commits_and_keeps_the_state(spark: Any, tmp_path: Any) -> None:

@@ -134,10 +134,12 @@ class _SessionWindow(_TimeWindowed):
         open_ = {s: list(e) for s, e in before.items()}
         for row, t in zip(rows, _row_times(self, state, rows), strict=True):
             # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
-            hits = sorted(s for s, e in open_.items() if s <= t + gap and e[0] >= t)
+            hits = [s for s, e in open_.items() if s <= t + gap and e[0] >= t] if open_ else ()
             if not hits:
                 entry = open_[t] = [t + gap, 0, 0, None, None]
             else:
+                if len(hits) > 1:
+                    hits.sort()
                 entry = open_.pop(hits[0])
                 for s in hits[1:]:
                     other = open_.pop(s)
