@@ -28,7 +28,13 @@ variants derive the timestamp ``ts = timestamp_millis(tsm)``, StatefulRunner rea
 ``tsm`` directly. Wall time, state bytes and CPU are measured as in
 :mod:`benchmarks.bench_spark`.
 
-    .venv/bin/python -m benchmarks.bench_sessions [--users N] [--batches N] [--only NAME ...]
+The fast variants run ``--repeat`` times (default 3), interleaved (sqlite, segments,
+native, sqlite, ...), so that a slow spell of the machine or the order does not favour one;
+each row is the run of median wall time, with every run's wall beside it.
+``transformWithStateInPandas`` (~1.5 minutes a run) runs once.
+
+    .venv/bin/python -m benchmarks.bench_sessions [--users N] [--batches N] [--repeat N]
+        [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -112,6 +118,7 @@ class Result:
     cpu: float | None = None
     load: tuple[float, float] = (0.0, 0.0)
     notes: list[str] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)  # every run's wall, in run order
 
 
 # -- input and the reference ----------------------------------------------------------------
@@ -441,10 +448,17 @@ def check(res: Result, work: Workload) -> None:
         )
 
 
+def median_run(runs: Sequence[Result]) -> Result:
+    """The run of median wall time (the upper one of an even count), with every wall."""
+    chosen = sorted(runs, key=lambda r: r.wall)[len(runs) // 2]
+    chosen.walls = [r.wall for r in runs]
+    return chosen
+
+
 def results_table(results: Sequence[Result]) -> str:
     headers = [
         "variant",
-        "wall",
+        "wall: median (each run)",
         "batches",
         "CPU (driver + JVM + workers)",
         "load avg before / after",
@@ -461,7 +475,8 @@ def results_table(results: Sequence[Result]) -> str:
         rows.append(
             [
                 LABELS[r.variant],
-                fmt_s(r.wall),
+                fmt_s(r.wall)
+                + (f" ({' / '.join(fmt_s(w) for w in r.walls)})" if len(r.walls) > 1 else ""),
                 r.batches,
                 fmt_s(r.cpu) if r.cpu is not None else "-",
                 f"{r.load[0]:.1f} / {r.load[1]:.1f}",
@@ -545,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pre.add_argument("--only", nargs="+", default=[], metavar="NAME")
     pre.add_argument("--users", type=int, default=10_000)
     pre.add_argument("--batches", type=int, default=30)
+    pre.add_argument("--repeat", type=int, default=3)
     known, rest = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
     args = parse_args(__doc__.splitlines()[0] if __doc__ else "bench_sessions", rest)
     unknown = set(known.only) - set(VARIANTS)
@@ -555,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         users, batches = 1_000, 6
     full = (users, batches) == (10_000, 30)
     names = [v for v in VARIANTS if not known.only or v in known.only]
+    repeat = max(1, known.repeat)
     do_record = args.record and full and not known.only
 
     ship_by_value(__name__)
@@ -584,12 +601,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         work = Workload(users, batches)
         write_input(work, os.path.join(root, "input"))
         print(f"\n== {work.describe()}", flush=True)
-        results: dict[str, Result] = {}
-        for variant in names:
-            print(f"-- {LABELS[variant]} ...", flush=True)
+        runs: dict[str, list[Result]] = {v: [] for v in names}
+        for n, variant in [(n, v) for n in range(repeat) for v in names]:
+            if variant == "tws" and n > 0:
+                continue  # ~1.5 minutes a run: once
+            print(f"-- {LABELS[variant]} (run {n + 1}) ...", flush=True)
             res = bench.run(variant, work)
             check(res, work)
-            results[variant] = res
+            runs[variant].append(res)
             print(
                 f"   wall {fmt_s(res.wall)}, {res.batches} batches, {len(res.sessions):,} "
                 f"sessions, state {fmt_bytes(res.state_bytes or 0)}"
@@ -597,6 +616,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 flush=True,
             )
             shutil.rmtree(os.path.join(root, f"run-{variant}"), ignore_errors=True)
+        results = {v: median_run(rs) for v, rs in runs.items()}
     finally:
         shutil.rmtree(root, ignore_errors=True)
         spark.stop()
