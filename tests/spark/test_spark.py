@@ -798,12 +798,69 @@ def test_multi_column_and_string_keys(spark: Any, tmp_path: Any, key: Any) -> No
                 max_key_groups=16,
                 parallelism=p,
             )
-        out = runner.process(to_df(spark, batches[n], ddl, columns), checkpoint_id=n)
+        df = to_df(spark, batches[n], ddl, columns)
+        if n != 1:  # one partition: the task computes the key groups, not the JVM
+            df = df.coalesce(1)
+        out = runner.process(df, checkpoint_id=n)
         assert df_rows(out) == dict_rows(expected[n], out.columns), f"batch {n}"
     runner.close()
     # The state of every key lives in the key group that objectspace.key_group_hash gives
-    # it (the runner computes key groups in the JVM), under the key's own prefix.
+    # it (batch 1's in the JVM, batches 0 and 2's in the task), under the key's own prefix.
     assert dump_state(url, "tagged", "tagger") == expected_state
+
+
+def test_key_groups_computed_in_the_task_are_the_jvms(spark: Any, tmp_path: Any) -> None:
+    """A one-partition batch's task hashes the keys itself: for every key column type it
+    does so for, the key group and instance are those of the JVM expression, nulls,
+    extremes and multi-column keys included; other types stay in the JVM."""
+    from pyspark.sql import types as T
+
+    from objectspace.spark.runner import _hashes_alike
+    from objectspace.spark.task import _InstanceTask
+
+    values = {
+        "tinyint": [-128, -1, 0, 1, 127, None],
+        "smallint": [-32768, -7, 0, 300, 32767, None],
+        "int": [-(2**31), -5, 0, 1, 12345, 2**31 - 1, None],
+        "bigint": [-(2**63), -99, 0, 7, 2**40 + 3, 2**63 - 1, None],
+        "string": ["", "a", "héllo", "日本", "x" * 300, None],
+        "binary": [b"", b"\x00", b"abc", bytes(range(40)), None],
+        "boolean": [True, False, None],
+    }
+    for max_kg, p in ((128, 3), (7, 2)):
+        for ddl_type, column in values.items():
+            runner = sum7_runner(sqlite_url(tmp_path, f"h-{ddl_type}-{max_kg}.db"), "h", 1)
+            df = spark.createDataFrame([(v,) for v in column], f"k {ddl_type}")
+            assert _hashes_alike(df.schema["k"].dataType)
+            jvm = [
+                (r["k"], r["__os_kg"], r["__os_instance"])
+                for r in runner._routed(df, max_kg, p).collect()
+            ]
+            task = _InstanceTask.__new__(_InstanceTask)
+            task.plan = _plan_stub(("k",), max_kg, p)
+            rows = [{"k": v} for v in column]
+            task._route(rows)
+            assert [(r["k"], r["__os_kg"], r["__os_instance"]) for r in rows] == jvm, ddl_type
+        runner = sum7_runner(sqlite_url(tmp_path, f"h-multi-{max_kg}.db"), "h", 1)
+        runner.key_columns = ("a", "b")
+        pairs = [("a", 1), ("a", None), (None, 1), (None, None), ("日本", -(2**31))]
+        df = spark.createDataFrame(pairs, "a string, b int")
+        jvm = [(r["__os_kg"], r["__os_instance"]) for r in runner._routed(df, max_kg, p).collect()]
+        task = _InstanceTask.__new__(_InstanceTask)
+        task.plan = _plan_stub(("a", "b"), max_kg, p)
+        rows = [{"a": a, "b": b} for a, b in pairs]
+        task._route(rows)
+        assert [(r["__os_kg"], r["__os_instance"]) for r in rows] == jvm
+    for other in (T.DoubleType(), T.TimestampType(), T.DateType(), T.DecimalType(10, 2)):
+        assert not _hashes_alike(other)
+    assert not _hashes_alike(T.StringType("UTF8_LCASE"))
+
+
+def _plan_stub(key_columns: tuple[str, ...], max_kg: int, p: int) -> Any:
+    from types import SimpleNamespace
+
+    info = SimpleNamespace(max_key_groups=max_kg)
+    return SimpleNamespace(info=info, parallelism=p, key_columns=key_columns)
 
 
 # -- storage backends -----------------------------------------------------------------------

@@ -54,6 +54,21 @@ from objectspace.spark.task import _InstanceTask
 
 __all__ = ["StatefulRunner"]
 
+
+def _hashes_alike(dtype: Any) -> bool:
+    """Whether a key column of Spark type ``dtype`` reaches Python as a value that
+    :func:`~objectspace.key_group_hash` hashes exactly as the runner's ``xxhash64``
+    expression hashes the column (integers are cast to BIGINT there): strings of the
+    default collation, integers, binary and booleans."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.StringType):
+        return bool(dtype == T.StringType())
+    return isinstance(
+        dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType | T.BinaryType | T.BooleanType
+    )
+
+
 logger = logging.getLogger(__name__)
 
 # The largest inline_output_bytes: a task's share travels in one receipt row, which the
@@ -278,21 +293,15 @@ class StatefulRunner:
         struct, arrow_schema = self._schemas(spark)
         base, replay = self._plan_base(checkpoint_id)
 
-        # Integer keys hash as 8-byte longs, exactly as objectspace.key_group_hash does.
-        key_exprs = []
-        for name in self.key_columns:
-            dtype = df.schema[name].dataType
-            cast = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
-            key_exprs.append(f"CAST({_quote(name)} AS BIGINT)" if cast else _quote(name))
-        # Both helper columns in one projection (each DataFrame call is a JVM round trip
-        # per batch): the instance expression reads the key group's expression.
-        kg_sql = f"CAST(pmod(xxhash64({', '.join(key_exprs)}), {max_kg}) AS INT)"
-        instance_sql = spark_instance_expr(_KG, max_kg, p).replace(_quote(_KG), f"({kg_sql})")
-        routed = df.selectExpr(
-            "*", f"{kg_sql} AS {_quote(_KG)}", f"CAST({instance_sql} AS INT) AS {_quote(_INSTANCE)}"
-        )
         timing = self._time.plan(checkpoint_id, base, replay, None)
         partitions = self._partitions(df)
+        # An input in one partition runs in one task, which computes each row's key group
+        # itself (key_group_hash is Spark's xxhash64 bit for bit) when the key columns are
+        # of types both hash alike: no projection to analyse and run in the JVM.
+        hash_in_task = partitions <= 1 and all(
+            _hashes_alike(df.schema[name].dataType) for name in self.key_columns
+        )
+        routed = df if hash_in_task else self._routed(df, max_kg, p)
         due_instances: frozenset[int] = frozenset()
         if timing.due:
             key_groups = self.operator.key_groups
@@ -336,6 +345,7 @@ class StatefulRunner:
             arrow_schema,
             due_instances if partitions == 1 else frozenset(),
             self.inline_output_bytes // p,
+            hash_keys=hash_in_task,
         )
         if self._persisted is not None:
             self._persisted.unpersist()
@@ -432,6 +442,24 @@ class StatefulRunner:
         if not tables:
             self._empty_outputs = {id(spark): (spark, local)}
         return local
+
+    def _routed(self, df: DataFrame, max_kg: int, p: int) -> DataFrame:
+        """``df`` with each row's key group and instance, computed in the JVM."""
+        from pyspark.sql import types as T
+
+        # Integer keys hash as 8-byte longs, exactly as objectspace.key_group_hash does.
+        key_exprs = []
+        for name in self.key_columns:
+            dtype = df.schema[name].dataType
+            cast = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
+            key_exprs.append(f"CAST({_quote(name)} AS BIGINT)" if cast else _quote(name))
+        # Both helper columns in one projection (each DataFrame call is a JVM round trip
+        # per batch): the instance expression reads the key group's expression.
+        kg_sql = f"CAST(pmod(xxhash64({', '.join(key_exprs)}), {max_kg}) AS INT)"
+        instance_sql = spark_instance_expr(_KG, max_kg, p).replace(_quote(_KG), f"({kg_sql})")
+        return df.selectExpr(
+            "*", f"{kg_sql} AS {_quote(_KG)}", f"CAST({instance_sql} AS INT) AS {_quote(_INSTANCE)}"
+        )
 
     @staticmethod
     def _application(spark: Any) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import Instance, Operator, Receipt
 from objectspace.errors import ObjectSpaceError
+from objectspace.keygroups import KeyGroups, key_group_hash
 from objectspace.operators.execution import TaskPlan, finish_task, group_rows, run_instance
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class _InstanceTask:
         output_schema: pa.Schema,
         due: frozenset[int] = frozenset(),
         inline_bytes: int = 0,
+        *,
+        hash_keys: bool = False,
     ) -> None:
         self.plan = plan
         self.output_schema = output_schema
@@ -53,6 +56,9 @@ class _InstanceTask:
         # An instance's output of at most this many bytes (an Arrow IPC stream) travels in
         # its receipt row instead of as rows of the result (0: never).
         self.inline_bytes = inline_bytes
+        # Whether run_partition computes each row's key group and instance (the rows come
+        # without the columns), as the driver's expression would.
+        self.hash_keys = hash_keys
         self.use_snapshots = (
             plan.use_cache
             and plan.use_snapshots
@@ -226,6 +232,8 @@ class _InstanceTask:
         for batch in batches:
             rows.extend(batch.to_pylist())
         by_instance: dict[int, list[dict[str, Any]]] = {index: [] for index in self.due}
+        if self.hash_keys:
+            self._route(rows)
         for row in rows:
             by_instance.setdefault(row[_INSTANCE], []).append(row)
         for index in sorted(by_instance):
@@ -241,6 +249,25 @@ class _InstanceTask:
                 f"operator {self.plan.info.name!r}: output rows do not fit output_schema "
                 f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
             ) from exc
+
+    def _route(self, rows: list[dict[str, Any]]) -> None:
+        """Add each row's key group and instance, as the runner's JVM expression gives
+        them: ``pmod(xxhash64(key columns), max_key_groups)`` (see ``_hashes_alike``)."""
+        plan = self.plan
+        max_kg = plan.info.max_key_groups
+        groups = KeyGroups(max_kg)
+        owner = [groups.instance_of(g, plan.parallelism) for g in range(max_kg)]
+        columns = plan.key_columns
+        if len(columns) == 1:
+            (column,) = columns
+            for row in rows:
+                row[_INSTANCE] = owner[kg := key_group_hash(row[column]) % max_kg]
+                row[_KG] = kg
+        else:
+            for row in rows:
+                key = tuple(row[c] for c in columns)
+                row[_INSTANCE] = owner[kg := key_group_hash(key) % max_kg]
+                row[_KG] = kg
 
     def _result(self, index: int, rows: list[dict[str, Any]]) -> pa.Table:
         """Run instance ``index`` over its rows: the result's rows, the output then the
