@@ -469,6 +469,37 @@ def test_small_output_comes_back_with_the_receipts(spark: Any, tmp_path: Any) ->
     assert any("LocalTableScan" in p and "InMemoryTableScan" in p for p in plans[3 * 600])
 
 
+def test_output_larger_than_expected_after_inline_batches_is_recomputed(
+    spark: Any, tmp_path: Any
+) -> None:
+    """After batches whose output all came back with the receipts, a batch's result is not
+    cached; when its tasks' output turns out too large to come back, using the output runs
+    the tasks again: the same rows, every time it is used, and nothing committed twice.
+    The batch after it is cached again."""
+    batches = SUM7_BATCHES[:4]
+    expected, _ = reference_run(ref_sum7, batches)
+    url = sqlite_url(tmp_path)
+    runner = sum7_runner(url, "recompute-inline", 3)
+    for n, rows in enumerate(batches):
+        if n == 2:
+            runner.inline_output_bytes = 3  # no task's output fits now
+        out = runner.process(to_df(spark, rows), n)
+        info = [(c.checkpoint_id, c.bytes) for c in runner.job.checkpoint_info()]
+        want = dict_rows(expected[n], ("k", "n", "s"))
+        assert df_rows(out) == want and df_rows(out) == want, n
+        assert [(c.checkpoint_id, c.bytes) for c in runner.job.checkpoint_info()] == info
+        plan = _plan(out)
+        if n == 0:
+            assert "LocalTableScan" in plan  # the first batch is cached, then learns
+        elif n == 2:
+            assert runner._persisted is None and "InMemoryTableScan" not in plan
+            assert "LocalTableScan" not in plan  # every row is in the (recomputed) result
+        elif n == 3:
+            assert runner._persisted is not None and "InMemoryTableScan" in plan
+    runner.close()
+    assert dump_state(url, "recompute-inline", "sum7") == simulate(sum7, batches)[1]
+
+
 def test_inline_output_bytes_is_checked(tmp_path: Any) -> None:
     for bad in (-1, 1 << 40, 1.5, True):
         with pytest.raises(ValueError, match="inline_output_bytes"):
