@@ -184,6 +184,10 @@ class ObjectSpace:
         except KeyError:
             raise KeyError(object_id) from None
 
+    def find(self, object_id: str) -> PersistedObject | None:
+        """The object ``object_id`` of any kind, or ``None`` if there is none."""
+        return self._objects.get(object_id)
+
     def get_as(self, object_id: str, cls: type[_T]) -> _T:
         """The object ``object_id``, which must be a ``cls``: :class:`KeyError` if there is
         none, :class:`~objectspace.WrongKindError` if it is of another kind."""

@@ -443,9 +443,14 @@ def run_instance(
     if timing is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
-            for when, _prefix, key, path in due_timers(space, now):
+            for when, prefix, key, path in due_timers(space, now):
                 stats.timers_fired += 1
-                root = KeyState.for_key(space, key, clock)
+                # A timer of the key's own state holds the key's prefix: no repr of the key.
+                root = (
+                    KeyState(space, prefix, key, (), clock)
+                    if not path
+                    else KeyState.for_key(space, key, clock)
+                )
                 emit(key, fire_timer(plan.fn, timing.options.on_timer, key, path, when, root))
             due = earliest(space)
             stats.deadlines.append([key_group] if due is None else [key_group, due])

@@ -47,6 +47,10 @@ _SHARED = "#shared/"
 """Id prefix of the key group's shared dicts (``#`` never starts a key's id prefix)."""
 
 
+_SHARED_IDS: dict[str, str] = {}
+"""The id of each shared dict name (see :func:`_shared_dict`)."""
+
+
 def _shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
     """The key group's shared sorted dict ``name`` and this namespace's prefix: an
     operator whose keys each hold a few small entries keeps them there under keys
@@ -55,11 +59,18 @@ def _shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
     deleted writes one row, not an object created or deleted (its index row and its
     tables), and a batch's edits of many keys go to one table. :meth:`KeyState.clear`
     drops the namespace's entries."""
+    object_id = _SHARED_IDS.get(name)
+    if object_id is None:
+        object_id = _SHARED + _escape(name)
+        if len(_SHARED_IDS) < 256:  # operators' own names: a handful
+            _SHARED_IDS[name] = object_id
     space = state._space
-    object_id = _SHARED + _escape(name)
-    if object_id in space:
-        return space.get_sorted_dict(object_id), state._prefix
-    return space.create_sorted_dict(object_id), state._prefix
+    found = space.find(object_id)
+    if type(found) is PersistedSortedDict:
+        return found, state._prefix
+    if found is None:
+        return space.create_sorted_dict(object_id), state._prefix
+    return space.get_sorted_dict(object_id), state._prefix  # raises WrongKindError
 
 
 def _escape(name: str) -> str:
