@@ -110,7 +110,8 @@ def _row_times(op: _Operator, state: KeyState, rows: list[Row]) -> list[int]:
     if column is None:
         raise ValueError(f"{op!r}: which column holds the event time? pass time=<column>")
     try:
-        return [to_ms(row[column], f"event-time column {column!r}") for row in rows]
+        what = f"event-time column {column!r}"
+        return [to_ms(row[column], what) for row in rows]
     except KeyError:
         raise KeyError(f"{op!r}: an input row has no event-time column {column!r}") from None
     except TypeError as exc:

@@ -475,6 +475,7 @@ def _drop_late(
     keep = timing.options.late_rows == "keep"
     largest = stats.max_event_time
     kept: dict[tuple[int, Any], list[Row]] = {}
+    what = f"event_time column {column!r}"
     for group_key, rows in groups.items():
         on_time: list[Row] = []
         for row in rows:
@@ -483,7 +484,7 @@ def _drop_late(
                 raise TimeError(
                     f"a row of key {group_key[1]!r} has no event time (column {column!r}): {row!r}"
                 )
-            ms = to_ms(value, f"event_time column {column!r}")
+            ms = value if type(value) is int else to_ms(value, what)
             if ms > largest:
                 largest = ms
             if watermark is not None and ms < watermark and not keep:

@@ -151,12 +151,12 @@ def parse_duration(value: object, what: str = "duration") -> int:
 def to_ms(when: object, what: str = "a time") -> int:
     """``when`` (a :class:`~datetime.datetime`, naive meaning UTC, or an int of epoch
     milliseconds) as epoch milliseconds."""
+    if type(when) is int:
+        return when
     if isinstance(when, datetime):
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         return (when - _EPOCH) // timedelta(milliseconds=1)
-    if type(when) is int:
-        return when
     raise TimeError(
         f"{what} is a datetime (naive meaning UTC) or an int of epoch milliseconds, not {when!r}"
     )
