@@ -643,6 +643,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "",
                 work.describe() + f". Measured in the issue: {ISSUE_FIGURES}.",
                 "",
+                f"Wall: each variant first runs a warm-up of {warm.users:,} users x "
+                f"{warm.batches} batches; then the StatefulRunner and native variants run "
+                f"{repeat} times, interleaved, and each row is the run of median wall (every "
+                "run's wall in brackets); transformWithStateInPandas runs once.",
+                "",
                 table,
                 "",
                 "Where StatefulRunner's time goes (sums over the batches; Python task times "
