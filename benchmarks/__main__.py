@@ -1,7 +1,7 @@
 """Run every benchmark in sequence: ``python -m benchmarks [--quick] [--no-record] [NAME ...]``.
 
 NAME picks a subset (``buffer``, ``mutation``, ``checkpoint``, ``restore``, ``keygroups``,
-``segments``, ``lookup``, ``ttl``, ``postgres``, ``spark``, ``sessions``); the other flags
+``segments``, ``diskfloor``, ``lookup``, ``ttl``, ``postgres``, ``spark``, ``sessions``); the other flags
 are passed to each benchmark (see ``python -m benchmarks.bench_buffer --help``).
 """
 
@@ -19,6 +19,7 @@ NAMES = (
     "restore",
     "keygroups",
     "segments",
+    "diskfloor",
     "lookup",
     "ttl",
     "postgres",

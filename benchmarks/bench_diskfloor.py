@@ -1,0 +1,264 @@
+"""What a durable commit per micro-batch costs at the disk, before any state store's design.
+
+Two parts, each variant on its own fresh loop-mounted ext4 volume (``benchmarks/diskbytes``):
+
+1. **Primitives.** 60 commits of a 20,000-byte random payload each (the Buffer workload's
+   new state per micro-batch is 16,000 bytes of floats), written the ways a checkpoint can
+   reach the disk: a new file per commit, ``fsync`` of the file and its folder (a segment
+   file per batch), four such files per commit (a segment file per task); an append to one
+   file and ``fsync``; SQLite in WAL mode with 1 KiB pages and ``synchronous=NORMAL`` (the
+   settings of ``sqlite:///``), one transaction per commit, or five (four tasks and a
+   driver commit, as a Spark batch of four partitions does); SQLite with a rollback journal
+   (``journal_mode=PERSIST``, ``synchronous=FULL``). Reported: bytes at the disk, and per
+   commit beyond the payload.
+2. **objectspace's storage without Spark.** The Buffer workload (1,000 keys, list buffer of
+   100, 2 float events per key per checkpoint, 60 checkpoints, 128 key groups) saved by 4
+   instances and committed, as the runner does at parallelism 4, and by 1 instance, on
+   ``sqlite:///`` and on ``file://`` segments with a SQLite catalog.
+
+    .venv/bin/python -m benchmarks.bench_diskfloor [--quick] [--no-record]
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import urllib.parse
+from collections.abc import Callable, Sequence
+
+import objectspace as osp
+from benchmarks.common import fmt_bytes, parse_args, print_table, record
+from benchmarks.diskbytes import tree_size, volume
+
+COMMITS = 60
+PAYLOAD = 20_000
+KEYS = 1_000
+CAPACITY = 100
+EVENTS = 2
+KEY_GROUPS = 128
+
+
+def _fsync_folder(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def new_files(per_commit: int) -> Callable[[str, int], None]:
+    def run(folder: str, commits: int) -> None:
+        rng = random.Random(1)
+        for c in range(commits):
+            for f in range(per_commit):
+                path = os.path.join(folder, f"segment-{c:05d}-{f}")
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, rng.randbytes(PAYLOAD // per_commit))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                _fsync_folder(folder)
+
+    return run
+
+
+def append_one_file(folder: str, commits: int) -> None:
+    rng = random.Random(1)
+    fd = os.open(os.path.join(folder, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for _ in range(commits):
+            os.write(fd, rng.randbytes(PAYLOAD))
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sqlite_commits(per_commit: int, journal: str, synchronous: str) -> Callable[[str, int], None]:
+    def run(folder: str, commits: int) -> None:
+        rng = random.Random(1)
+        conn = sqlite3.connect(os.path.join(folder, "state.db"), isolation_level=None)
+        try:
+            conn.execute("PRAGMA page_size=1024")
+            conn.execute(f"PRAGMA journal_mode={journal}")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            conn.execute("PRAGMA wal_autocheckpoint=65536")
+            conn.execute("CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+            conn.execute("CREATE TABLE catalog(id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+            for _ in range(commits):
+                for t in range(per_commit):
+                    conn.execute("BEGIN IMMEDIATE")
+                    if t < max(1, per_commit - 1):  # the tasks' blocks
+                        size = PAYLOAD // max(1, per_commit - 1)
+                        conn.execute("INSERT INTO blocks(data) VALUES (?)", (rng.randbytes(size),))
+                    if t == per_commit - 1:  # the commit's catalog row
+                        conn.execute("INSERT INTO catalog(data) VALUES (?)", (rng.randbytes(64),))
+                    conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    return run
+
+
+PRIMITIVES: list[tuple[str, Callable[[str, int], None]]] = [
+    ("a new file per commit (fsync file and folder)", new_files(1)),
+    ("four new files per commit", new_files(4)),
+    ("append to one file, fsync", append_one_file),
+    (
+        "SQLite WAL, NORMAL, 1 KiB pages: one transaction per commit",
+        sqlite_commits(1, "WAL", "NORMAL"),
+    ),
+    (
+        "SQLite WAL, NORMAL, 1 KiB pages: five transactions per commit",
+        sqlite_commits(5, "WAL", "NORMAL"),
+    ),
+    (
+        "SQLite rollback journal (PERSIST, FULL): one transaction per commit",
+        sqlite_commits(1, "PERSIST", "FULL"),
+    ),
+]
+
+
+def buffer_workload(url: str, parallelism: int, checkpoints: int) -> int:
+    """The Buffer workload saved by ``parallelism`` instances; returns the logical bytes."""
+    storage = osp.open_storage(url)
+    try:
+        job = storage.job("buffer")
+        op = job.operator("buffer100", max_key_groups=KEY_GROUPS)
+        instances = [op.instance(i, parallelism) for i in range(parallelism)]
+        owner = [instances[op.key_groups.instance_of_key(k, parallelism)] for k in range(KEYS)]
+        rng = random.Random(11)
+        logical = 0
+        for cp in range(checkpoints):
+            for k in range(KEYS):
+                space = owner[k].space_for_key(k)
+                oid = f"{k}/buf"
+                buf = space.get_list(oid) if oid in space else space.create_list(oid)
+                for _ in range(EVENTS):
+                    buf.append(rng.random())
+                    if len(buf) == CAPACITY:
+                        buf.clear()
+            receipts = [inst.save(cp) for inst in instances]
+            job.commit(cp, receipts)
+            for inst in instances:
+                logical += inst.last_save.bytes_written
+                inst.on_saved()
+        return logical
+    finally:
+        storage.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(__doc__ or "", argv)
+    commits = COMMITS // (6 if args.quick else 1)
+    method = ""
+    rows = []
+    for name, fn in PRIMITIVES:
+        with volume() as vol:
+            fn(vol.path, commits)
+            size = tree_size(vol.path)
+        method = vol.method
+        payload = commits * PAYLOAD
+        rows.append(
+            [
+                name,
+                fmt_bytes(payload),
+                fmt_bytes(vol.written),
+                fmt_bytes(size),
+                fmt_bytes((vol.written - payload) / commits),
+            ]
+        )
+        print(rows[-1], flush=True)
+    primitives = print_table(
+        [
+            f"{commits} commits of {PAYLOAD:,} bytes",
+            "payload",
+            "bytes at the disk",
+            "files at end",
+            "per commit beyond the payload",
+        ],
+        rows,
+    )
+    checkpoints = commits
+    rows = []
+    for backend in ("sqlite:///", "file:// segments"):
+        for parallelism in (4, 1):
+            with volume() as vol:
+                if backend == "sqlite:///":
+                    url = f"sqlite:///{vol.path}/state.db"
+                else:
+                    catalog = urllib.parse.urlencode(
+                        {"catalog": f"sqlite:///{vol.path}/catalog.db"}
+                    )
+                    url = f"file://{vol.path}/segments?{catalog}"
+                logical = buffer_workload(url, parallelism, checkpoints)
+                size = tree_size(vol.path)
+            commits_per = parallelism + 1
+            rows.append(
+                [
+                    backend,
+                    str(parallelism),
+                    f"{commits_per} ({parallelism} saves + 1 commit)",
+                    fmt_bytes(logical),
+                    fmt_bytes(vol.written),
+                    fmt_bytes(size),
+                    fmt_bytes(vol.written / checkpoints),
+                ]
+            )
+            print(rows[-1], flush=True)
+    storage = print_table(
+        [
+            "storage",
+            "instances",
+            "transactions per checkpoint",
+            "logical bytes",
+            "bytes at the disk",
+            "files at end",
+            "per checkpoint",
+        ],
+        rows,
+    )
+    if args.record:
+        record(
+            "diskfloor",
+            "\n\n".join(
+                [
+                    f"Bytes at the disk: {method} (each variant on its own fresh ext4 loop "
+                    "volume, `sync` before and after; `benchmarks/diskbytes.py`).",
+                    f"**Primitives**: {commits} commits of a {PAYLOAD:,}-byte random payload "
+                    "(the Buffer workload's new state per micro-batch is 16,000 bytes of "
+                    "floats). Every fsync of a file whose size or folder changed commits the "
+                    "ext4 journal (its descriptor, the inode, bitmap and folder blocks, a "
+                    "commit block), and those metadata blocks are written again in place: "
+                    "that, not the payload, is most of a small commit's bytes. SQLite's WAL "
+                    "writes each changed page once to the WAL and once more when it is "
+                    "copied back (here when the database closes).",
+                    primitives,
+                    f"**objectspace's storage** (no Spark): the Buffer workload, {KEYS:,} "
+                    f"keys, list buffer of {CAPACITY}, {EVENTS} float events per key per "
+                    f"checkpoint, {checkpoints} checkpoints, {KEY_GROUPS} key groups, saved "
+                    "by 4 instances (as the runner's 4 tasks) or 1 and committed. Each "
+                    "instance's save is its own transaction (a task's pending writes) and "
+                    "its own segment file; the commit is one more catalog transaction.",
+                    storage,
+                    "In WAL mode with `synchronous=NORMAL` a commit does not fsync, so "
+                    "SQLite's extra transactions cost little by themselves; what costs is "
+                    "rows per key group: a save writes a block row, a write row and an index "
+                    "entry for each key group it changed, and the commit marks each write "
+                    "committed and rewrites each key group's head, about 128 x 4 small rows "
+                    "per checkpoint on pages spread over four B-trees, and the pages every "
+                    "save touches (the trees' upper pages, the heads) are written once per "
+                    "save. A segment file per save costs a journal commit per file. Compare "
+                    "the last column with the primitives' one transaction (or one file) per "
+                    "commit plus the payload: that is what packing an instance's writes of a "
+                    "checkpoint into one block and one catalog row, written once per batch, "
+                    "could reach.",
+                ]
+            ),
+            title="What a durable commit costs at the disk",
+        )
+
+
+if __name__ == "__main__":
+    main()
