@@ -21,14 +21,19 @@ Two parts, each variant on its own fresh loop-mounted ext4 volume (``benchmarks/
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import shutil
 import sqlite3
+import struct
+import tempfile
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import objectspace as osp
-from benchmarks.common import fmt_bytes, parse_args, print_table, record
+from benchmarks.common import fmt_bytes, parse_args, print_table, record, temp_dir
 from benchmarks.diskbytes import tree_size, volume
 
 COMMITS = 60
@@ -120,8 +125,14 @@ PRIMITIVES: list[tuple[str, Callable[[str, int], None]]] = [
 ]
 
 
-def buffer_workload(url: str, parallelism: int, checkpoints: int) -> int:
-    """The Buffer workload saved by ``parallelism`` instances; returns the logical bytes."""
+def buffer_workload(
+    url: str,
+    parallelism: int,
+    checkpoints: int,
+    before_close: Callable[[], None] | None = None,
+) -> int:
+    """The Buffer workload saved by ``parallelism`` instances; returns the logical bytes.
+    ``before_close`` runs after the last commit, before the storage closes."""
     storage = osp.open_storage(url)
     try:
         job = storage.job("buffer")
@@ -144,9 +155,40 @@ def buffer_workload(url: str, parallelism: int, checkpoints: int) -> int:
             for inst in instances:
                 logical += inst.last_save.bytes_written
                 inst.on_saved()
+        if before_close is not None:
+            before_close()
         return logical
     finally:
         storage.close()
+
+
+def wal_pages(path: str) -> tuple[int, Counter[str], Counter[str]]:
+    """Of the WAL of the SQLite database ``path``, still holding every frame: its page size,
+    the frames per table or index (``dbstat``: the table that owns the page now), and the
+    table's pages in the database."""
+    with open(path + "-wal", "rb") as f:
+        wal = f.read()
+    page_size = struct.unpack(">I", wal[8:12])[0]
+    frames: Counter[int] = Counter()
+    for offset in range(32, len(wal) - 24 - page_size + 1, 24 + page_size):
+        frames[struct.unpack(">I", wal[offset : offset + 4])[0]] += 1
+    with tempfile.TemporaryDirectory() as tmp:  # a copy: reading must not touch the WAL
+        copy = os.path.join(tmp, "copy.db")
+        shutil.copy(path, copy)
+        shutil.copy(path + "-wal", copy + "-wal")
+        conn = sqlite3.connect(copy)
+        try:
+            owner = dict(conn.execute("SELECT pageno, name FROM dbstat"))
+        finally:
+            conn.close()
+    by_table: Counter[str] = Counter()
+    for page, count in frames.items():
+        by_table[owner.get(page, "(free pages)")] += count
+    return page_size, by_table, Counter(owner.values())
+
+
+def _keep_wal_pages(found: list[tuple[int, Counter[str], Counter[str]]], path: str) -> None:
+    found.append(wal_pages(path))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -219,6 +261,62 @@ def main(argv: Sequence[str] | None = None) -> None:
         ],
         rows,
     )
+    wal_rows: dict[str, dict[int, int]] = {}
+    owned: Counter[str] = Counter()
+    sizes: dict[int, int] = {}
+    for parallelism in (4, 1):
+        with temp_dir() as tmp:
+            path = os.path.join(tmp, "state.db")
+            found: list[tuple[int, Counter[str], Counter[str]]] = []
+            keep = functools.partial(_keep_wal_pages, found, path)
+            buffer_workload(f"sqlite:///{path}", parallelism, checkpoints, keep)
+        page_size, by_table, pages = found[0]
+        sizes[parallelism] = page_size * sum(by_table.values())
+        owned = pages
+        for name, count in by_table.items():
+            wal_rows.setdefault(name, {})[parallelism] = count
+    ordered = sorted(wal_rows, key=lambda n: -wal_rows[n].get(4, 0))
+    shown = [n for n in ordered if max(wal_rows[n].values()) >= checkpoints // 2]
+    rest = [n for n in ordered if n not in shown]
+    table_rows = [
+        [
+            name,
+            f"{owned.get(name, 0):,}",
+            f"{wal_rows[name].get(4, 0):,}",
+            f"{wal_rows[name].get(1, 0):,}",
+            f"{wal_rows[name].get(4, 0) / checkpoints:.1f}",
+        ]
+        for name in shown
+    ]
+    if rest:
+        table_rows.append(
+            [
+                f"{len(rest)} other tables and indexes",
+                f"{sum(owned.get(n, 0) for n in rest):,}",
+                f"{sum(wal_rows[n].get(4, 0) for n in rest):,}",
+                f"{sum(wal_rows[n].get(1, 0) for n in rest):,}",
+                f"{sum(wal_rows[n].get(4, 0) for n in rest) / checkpoints:.1f}",
+            ]
+        )
+    table_rows.append(
+        [
+            "all (WAL bytes)",
+            f"{sum(owned.values()):,}",
+            f"{sum(r.get(4, 0) for r in wal_rows.values()):,} ({fmt_bytes(sizes[4])})",
+            f"{sum(r.get(1, 0) for r in wal_rows.values()):,} ({fmt_bytes(sizes[1])})",
+            f"{sum(r.get(4, 0) for r in wal_rows.values()) / checkpoints:.1f}",
+        ]
+    )
+    wal_table = print_table(
+        [
+            "table or index",
+            "its pages at end",
+            "pages written to the WAL, 4 instances",
+            "1 instance",
+            "per checkpoint, 4 instances",
+        ],
+        table_rows,
+    )
     if args.record:
         record(
             "diskfloor",
@@ -242,6 +340,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "instance's save is its own transaction (a task's pending writes) and "
                     "its own segment file; the commit is one more catalog transaction.",
                     storage,
+                    "Where `sqlite:///`'s WAL pages go: the same workload with the WAL kept "
+                    "to the end (it is copied back only when the storage closes), each frame "
+                    "counted against the table or index that owns its page (SQLite's "
+                    "`dbstat`); pages of 1 KiB.",
+                    wal_table,
                     "In WAL mode with `synchronous=NORMAL` a commit does not fsync, so "
                     "SQLite's extra transactions cost little by themselves; what costs is "
                     "rows per key group: a save writes a block row, a write row and an index "
