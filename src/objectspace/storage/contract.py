@@ -30,6 +30,7 @@ __all__ = [
     "OperatorInfo",
     "PendingPart",
     "RetentionStats",
+    "StagedWrite",
     "WriteInfo",
     "WriteSummary",
     "materialize",
@@ -60,6 +61,8 @@ class WriteInfo:
     segment: str | None = None  # the segment file holding the data, if not in the catalog
     offset: int = 0
     length: int = 0
+    # a staged write (write_id 0, see StagedWrite): its block's digest
+    digest: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,25 @@ class PendingPart:
     full: bool
     changes: Mapping[str, TableChanges]
     parent: int | None = None
+
+
+@dataclass(frozen=True)
+class StagedWrite:
+    """A key group's write encoded but not stored (:meth:`Backend.stage_pending`): its
+    block travels to the committer, which stores it in the commit's own transaction
+    (``Backend.commit(..., staged=...)``), or to :meth:`Backend.write_staged`. ``parent``
+    as in :class:`PendingPart`; ``digest`` is the block's (checked again where it is
+    stored)."""
+
+    operator: str
+    key_group: int
+    version: int
+    attempt: str
+    full: bool
+    block: bytes
+    rows: int
+    parent: int | None
+    digest: int
 
 
 @dataclass(frozen=True)
@@ -160,6 +182,35 @@ class Backend(ABC):
     ) -> list[WriteInfo]:
         """Store each part as a pending write at ``version``; return them in order."""
 
+    supports_staging = False
+    """Whether :meth:`stage_pending`, :meth:`write_staged` and ``commit(staged=...)`` work."""
+
+    def stage_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[StagedWrite]:
+        """Encode each part as :meth:`write_pending` would, without storing the writes (new
+        table names and a newly trained dictionary, which blocks refer to, are stored)."""
+        raise NotImplementedError(f"{type(self).__name__} does not stage writes")
+
+    def write_staged(
+        self, job: str, operator: str, version: int, attempt: str, staged: Sequence[StagedWrite]
+    ) -> list[WriteInfo]:
+        """Store staged writes as pending writes (what :meth:`write_pending` does after
+        encoding); return them in order."""
+        raise NotImplementedError(f"{type(self).__name__} does not stage writes")
+
+    def head_digests(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int, int | None]]:
+        """As :meth:`heads`, with each head's block digest: ``(write id, version, digest)``
+        (``None``: a write stored before digests)."""
+        raise NotImplementedError(f"{type(self).__name__} does not stage writes")
+
     @abstractmethod
     def commit(
         self,
@@ -169,8 +220,10 @@ class Backend(ABC):
         write_ids: Sequence[int],
         parallelism: Mapping[str, int],
         epoch: int = 0,
+        staged: Sequence[StagedWrite] = (),
     ) -> bool:
-        """Make checkpoint ``checkpoint_id`` visible with exactly ``write_ids``, atomically.
+        """Make checkpoint ``checkpoint_id`` visible with exactly ``write_ids`` and the
+        ``staged`` writes (stored by this same transaction), atomically.
 
         Returns ``False`` (and changes nothing) when the checkpoint is already committed
         with exactly these writes by this ``epoch`` (an idempotent re-commit). Raises
@@ -181,8 +234,10 @@ class Backend(ABC):
         :class:`~objectspace.CheckpointError` when ``checkpoint_id`` is not after the
         last committed checkpoint, when ``base`` (the checkpoint the writes were made on top
         of) is not the last committed one, or when a write does not exist, is committed,
-        belongs to another job or has another version. ``parallelism`` records, per
-        operator, the parallelism the checkpoint ran with.
+        belongs to another job or has another version, or a staged write is of another
+        version, outside its operator's key groups, named twice or not its digest's block.
+        A re-commit matches staged writes by key group and digest. ``parallelism`` records,
+        per operator, the parallelism the checkpoint ran with.
         """
 
     def fence(self, job: str) -> int:

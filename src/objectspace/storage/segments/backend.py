@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
-from objectspace.errors import CorruptStateError, StorageError
+from objectspace.errors import CheckpointError, CorruptStateError, StorageError
 from objectspace.storage.blocks import (
     Block,
     block_digest,
@@ -62,6 +62,7 @@ from objectspace.storage.contract import (
     OperatorInfo,
     PendingPart,
     RetentionStats,
+    StagedWrite,
     WriteInfo,
     WriteSummary,
 )
@@ -231,7 +232,10 @@ class SegmentBackend(Backend):
         write_ids: Sequence[int],
         parallelism: Mapping[str, int],
         epoch: int = 0,
+        staged: Sequence[StagedWrite] = (),
     ) -> bool:
+        if staged:
+            raise CheckpointError(f"{self!r} does not take staged writes; write them first")
         return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism, epoch)
 
     def fence(self, job: str) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -49,6 +50,7 @@ from objectspace.storage.contract import (
     OperatorInfo,
     PendingPart,
     RetentionStats,
+    StagedWrite,
     WriteInfo,
     WriteSummary,
 )
@@ -513,6 +515,8 @@ class SQLBackend(SegmentQueries):
         wid, attempt, parent = head
         return parent if attempt == COMPACTION else wid
 
+    supports_staging = True
+
     def write_pending(
         self,
         job: str,
@@ -521,67 +525,135 @@ class SQLBackend(SegmentQueries):
         attempt: str,
         parts: Sequence[PendingPart],
     ) -> list[WriteInfo]:
+        return self.write_staged(
+            job,
+            operator,
+            version,
+            attempt,
+            self.stage_pending(job, operator, version, attempt, parts),
+        )
+
+    def stage_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[StagedWrite]:
         if not parts:
             return []
+        heads = {h for part in parts for h in block_heads(part.changes)}
 
-        interned: dict[str, int] = {}
+        def read(tx: Tx) -> tuple[int, dict[str, int], Dictionary | None]:
+            op_id = self._operator_id(tx, job, operator)
+            cache = self._table_ids
+            ids = {name: cache[name] for name in heads if name in cache}
+            missing = sorted(heads - ids.keys())
+            for chunk in _chunks(missing):
+                for tid, name in tx.all(
+                    f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
+                    list(chunk),
+                ):
+                    ids[name] = int(tid)
+            return op_id, ids, self._operator_dictionary_tx(tx, op_id)
+
+        what = f"writing checkpoint {version} of {job}/{operator}"
+        op_id, ids, dictionary = self._run(what, read, write=False)
+        if len(ids) < len(heads):  # table names never stored yet: intern them first
+            ids = self._run(what, lambda tx: self._intern_tables(tx, heads))
+        self._remember(ids)
+        if dictionary is not None:
+            self._remember_dictionary(op_id, dictionary)
+        payloads: list[bytes] | None = [] if dictionary is None else None
+        staged = []
+        for part in parts:
+            block, count = encode_block(
+                part.changes, part.full, head_ids=ids, dictionary=dictionary, payloads=payloads
+            )
+            staged.append(
+                StagedWrite(
+                    operator,
+                    part.key_group,
+                    version,
+                    attempt,
+                    part.full,
+                    block,
+                    count,
+                    part.parent,
+                    block_digest(block),
+                )
+            )
+        if payloads:
+            data = sample(f"{self.url}#{op_id}", payloads)
+            if data is not None:
+                trained = self._run(
+                    "storing the operator's dictionary",
+                    lambda tx: self._store_dictionary_tx(tx, op_id, data),
+                )
+                self._remember_dictionary(op_id, trained)
+        return staged
+
+    def write_staged(
+        self, job: str, operator: str, version: int, attempt: str, staged: Sequence[StagedWrite]
+    ) -> list[WriteInfo]:
+        if not staged:
+            return []
 
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
-            heads = {h for part in parts for h in block_heads(part.changes)}
-            ids = self._intern_tables(tx, heads)
-            interned.clear()
-            interned.update(ids)
-            dictionary = self._operator_dictionary_tx(tx, op_id)
-            payloads: list[bytes] | None = [] if dictionary is None else None
-            encoded = [
-                encode_block(part.changes, part.full, head_ids=ids, dictionary=dictionary,
-                             payloads=payloads)
-                for part in parts
-            ]  # fmt: skip
-            trained.clear()
-            if payloads:
-                data = sample(f"{self.url}#{op_id}", payloads)
-                if data is not None:
-                    trained.append((op_id, self._store_dictionary_tx(tx, op_id, data)))
-            elif dictionary is not None:
-                trained.append((op_id, dictionary))
-            now = time.time()
-            write_ids = self._insert_writes(
-                tx,
-                [
-                    (
-                        op_id,
-                        part.key_group,
-                        version,
-                        int(part.full),
-                        len(block),
-                        count,
-                        attempt,
-                        now,
-                        block_digest(block),
-                        part.parent,
-                    )
-                    for part, (block, count) in zip(parts, encoded, strict=True)
-                ],
-            )
-            blocks = [(wid, block) for wid, (block, _) in zip(write_ids, encoded, strict=True)]
-            infos = [
-                WriteInfo(wid, part.key_group, version, part.full, len(block), count)
-                for wid, part, (block, count) in zip(write_ids, parts, encoded, strict=True)
-            ]
-            self._fault("write:rows")
-            self._insert_blocks(tx, blocks)
+            write_ids = self._insert_staged(tx, op_id, staged)
             self._fault("write:end")
-            return infos
+            return [
+                WriteInfo(wid, w.key_group, w.version, w.full, len(w.block), w.rows)
+                for wid, w in zip(write_ids, staged, strict=True)
+            ]
 
-        trained: list[tuple[int, Dictionary]] = []
-        infos = self._run(f"writing checkpoint {version} of {job}/{operator}", work)
-        self._remember(interned)
-        for op_id, dictionary in trained:
-            self._remember_dictionary(op_id, dictionary)
-        return infos
+        return self._run(f"writing checkpoint {version} of {job}/{operator}", work)
+
+    def _insert_staged(self, tx: Tx, op_id: int, staged: Sequence[StagedWrite]) -> list[int]:
+        """Insert staged writes of one operator as pending writes with their blocks."""
+        now = time.time()
+        write_ids = self._insert_writes(
+            tx,
+            [
+                (
+                    op_id,
+                    w.key_group,
+                    w.version,
+                    int(w.full),
+                    len(w.block),
+                    w.rows,
+                    w.attempt,
+                    now,
+                    w.digest,
+                    w.parent,
+                )
+                for w in staged
+            ],
+        )
+        self._fault("write:rows")
+        self._insert_blocks(tx, [(wid, w.block) for wid, w in zip(write_ids, staged, strict=True)])
+        return write_ids
+
+    def head_digests(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int, int | None]]:
+        heads = self.heads(job, operator, key_groups, as_of)
+
+        def work(tx: Tx) -> dict[int, int | None]:
+            digests: dict[int, int | None] = {}
+            for chunk in _chunks(sorted(wid for wid, _ in heads.values())):
+                for wid, digest in tx.all(
+                    f"SELECT id, digest FROM ckpt_writes WHERE id IN ({_marks(len(chunk))})",
+                    list(chunk),
+                ):
+                    digests[int(wid)] = None if digest is None else int(digest)
+            return digests
+
+        digests = self._run("reading chain heads", work, write=False)
+        return {g: (wid, v, digests.get(wid)) for g, (wid, v) in heads.items()}
 
     # -- trained dictionaries ---------------------------------------------------------------
 
@@ -805,10 +877,14 @@ class SQLBackend(SegmentQueries):
         write_ids: Sequence[int],
         parallelism: Mapping[str, int],
         epoch: int = 0,
+        staged: Sequence[StagedWrite] = (),
     ) -> bool:
         ids = sorted(set(write_ids))
         if len(ids) != len(write_ids):
             raise CheckpointError(f"checkpoint {checkpoint_id}: a write is named twice")
+        by_operator: dict[str, list[StagedWrite]] = {}
+        for write in staged:
+            by_operator.setdefault(write.operator, []).append(write)
 
         def work(tx: Tx) -> bool:
             self._fault("commit:begin")
@@ -827,7 +903,7 @@ class SQLBackend(SegmentQueries):
                 (job_id, checkpoint_id),
             )
             if done is not None:
-                self._check_recommit(tx, job, job_id, checkpoint_id, ids, epoch, done)
+                self._check_recommit(tx, job, job_id, checkpoint_id, ids, epoch, done, staged)
                 return False
             if last is not None and checkpoint_id <= last:
                 raise CheckpointError(
@@ -839,11 +915,12 @@ class SQLBackend(SegmentQueries):
                     f"cannot commit checkpoint {checkpoint_id} of job {job!r}: its writes were "
                     f"made on top of checkpoint {base}, but the last committed one is {last}"
                 )
+            every = sorted({*ids, *self._store_staged(tx, job, checkpoint_id, by_operator)})
             total_bytes = full_writes = 0
             parents: dict[int, list[tuple[int, int, int]]] = {}  # op → (write, group, parent)
             # op → (write, group, version, compaction, parent): the new heads
             groups: dict[int, list[tuple[int, int, int, bool, int | None]]] = {}
-            for chunk in _chunks(ids):
+            for chunk in _chunks(every):
                 found = tx.all(
                     "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full, w.op, "
                     "w.key_group, w.parent FROM ckpt_writes w "
@@ -874,9 +951,17 @@ class SQLBackend(SegmentQueries):
                         parents.setdefault(int(op), []).append(
                             (int(write_id), int(group), int(parent))
                         )
+            for op, written in groups.items():
+                counts = Counter(group for _, group, *_ in written)
+                if len(counts) != len(written):
+                    twice = min(g for g, n in counts.items() if n > 1)
+                    raise CheckpointError(
+                        f"checkpoint {checkpoint_id} of job {job!r} writes key group {twice} "
+                        f"of operator id {op} twice"
+                    )
             self._check_parents(tx, job, checkpoint_id, base, parents)
             self._fault("commit:mark")
-            for chunk in _chunks(ids):
+            for chunk in _chunks(every):
                 tx.execute(
                     f"UPDATE ckpt_writes SET committed = 1 WHERE id IN ({_marks(len(chunk))})",
                     list(chunk),
@@ -893,7 +978,7 @@ class SQLBackend(SegmentQueries):
                     job_id,
                     checkpoint_id,
                     time.time(),
-                    len(ids),
+                    len(every),
                     total_bytes,
                     full_writes,
                     base,
@@ -910,6 +995,40 @@ class SQLBackend(SegmentQueries):
 
         return self._run(f"committing checkpoint {checkpoint_id} of {job}", work)
 
+    def _store_staged(
+        self,
+        tx: Tx,
+        job: str,
+        checkpoint_id: int,
+        by_operator: Mapping[str, Sequence[StagedWrite]],
+    ) -> list[int]:
+        """Check the staged writes of a commit and store them as pending writes (the
+        commit then marks them, with the others, in the same transaction); their ids."""
+        stored: list[int] = []
+        for operator, writes in sorted(by_operator.items()):
+            row = self._operator_row(tx, job, operator)
+            if row is None:
+                raise CheckpointError(f"operator {operator!r} of job {job!r} does not exist")
+            op_id, max_key_groups = int(row[0]), int(row[1])
+            seen: set[int] = set()
+            for w in writes:
+                where = f"staged write of key group {w.key_group} of operator {operator!r}"
+                if w.version != checkpoint_id:
+                    raise CheckpointError(
+                        f"{where} is version {w.version}, not checkpoint {checkpoint_id}"
+                    )
+                if not 0 <= w.key_group < max_key_groups:
+                    raise CheckpointError(
+                        f"{where}: the operator has key groups 0..{max_key_groups - 1}"
+                    )
+                if w.key_group in seen:
+                    raise CheckpointError(f"{where} is named twice")
+                seen.add(w.key_group)
+                if block_digest(w.block) != w.digest:
+                    raise CheckpointError(f"{where}: its block does not match its digest")
+            stored.extend(self._insert_staged(tx, op_id, writes))
+        return stored
+
     @staticmethod
     def _check_recommit(
         tx: Tx,
@@ -919,10 +1038,23 @@ class SQLBackend(SegmentQueries):
         ids: Sequence[int],
         epoch: int,
         done: tuple[Any, ...],
+        staged: Sequence[StagedWrite] = (),
     ) -> None:
         """Accept committing a committed checkpoint again only with the very writes (and
-        epoch) that committed it; anything else lost the race to another writer."""
+        epoch) that committed it, staged writes matched by key group and digest; anything
+        else lost the race to another writer."""
         won_epoch, won_writes = int(done[0]), int(done[1])
+        staged_same = True
+        for w in staged:
+            row = tx.one(
+                "SELECT w.digest FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
+                "WHERE o.job = ? AND o.name = ? AND w.key_group = ? AND w.version = ? "
+                "AND w.committed = 1 AND w.attempt != ?",
+                (job_id, w.operator, w.key_group, checkpoint_id, COMPACTION),
+            )
+            if row is None or row[0] is None or int(row[0]) != w.digest:
+                staged_same = False
+                break
         mine: dict[int, tuple[int, int]] = {}
         for chunk in _chunks(ids):
             for wid, version, committed in tx.all(
@@ -932,8 +1064,9 @@ class SQLBackend(SegmentQueries):
             ):
                 mine[int(wid)] = (int(version), int(committed))
         same = (
-            won_epoch == epoch
-            and won_writes == len(ids)
+            staged_same
+            and won_epoch == epoch
+            and won_writes == len(ids) + len(staged)
             and len(mine) == len(ids)
             and all(v == (checkpoint_id, 1) for v in mine.values())
         )
@@ -949,7 +1082,8 @@ class SQLBackend(SegmentQueries):
         raise CheckpointConflictError(
             f"checkpoint {checkpoint_id} of job {job!r} was already committed by another "
             f"writer (epoch {won_epoch}, {won_writes} writes, first ids "
-            f"{[int(w) for (w,) in won]}); this commit (epoch {epoch}, {len(ids)} writes"
+            f"{[int(w) for (w,) in won]}); this commit (epoch {epoch}, "
+            f"{len(ids) + len(staged)} writes"
             + (f", uncommitted ids {lost}" if lost else "")
             + ") lost: restore from the committed checkpoint instead of building on it"
         )
