@@ -5,7 +5,8 @@ pending writes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from objectspace.checkpoint._checks import EMPTY, _check_checkpoint_id
@@ -15,6 +16,7 @@ from objectspace.errors import CheckpointError, StorageError
 from objectspace.space import ObjectSpace, gc_paused
 from objectspace.storage.contract import (
     PendingPart,
+    StagedWrite,
     WriteInfo,
 )
 from objectspace.tables import CheckpointKind, DictReader, StateWriter, WriteStats
@@ -33,8 +35,9 @@ class PendingSave(NamedTuple):
     writes: list[WriteInfo]
 
     def write_ids(self) -> list[int]:
-        """The ids of the save's pending writes."""
-        return [w.write_id for w in self.writes]
+        """The ids of the save's pending writes (none for a staged save, whose writes the
+        commit stores)."""
+        return [w.write_id for w in self.writes if w.write_id]
 
 
 class _Collector(StateWriter):
@@ -176,12 +179,18 @@ class Instance:
             self._chains[key_group] = chain
             self._heads[key_group] = head
 
-    def save(self, checkpoint_id: int) -> Receipt:
+    def save(self, checkpoint_id: int, *, stage_bytes: int = 0) -> Receipt:
         """Write the edits of every loaded key group as pending version ``checkpoint_id``.
 
         A key group whose chain is too long (see :class:`CompactionPolicy`) is written as a
         full version. Nothing is visible until :meth:`Job.commit`; call :meth:`on_saved`
         after the commit succeeded.
+
+        ``stage_bytes``: when the storage stages writes and the save's blocks are at most
+        this many bytes, nothing is stored now: the blocks travel in the receipt and
+        :meth:`Job.commit` stores them in the commit's own transaction (one transaction per
+        checkpoint instead of one per instance, and nothing left behind by an attempt that
+        is never committed).
         """
         _check_checkpoint_id(checkpoint_id)
         if self.base is not None and checkpoint_id <= self.base:
@@ -202,9 +211,28 @@ class Instance:
                 parts.append(
                     PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
                 )
-            writes = op.job.backend.write_pending(
-                op.job.name, op.name, checkpoint_id, self.attempt, parts
-            )
+            backend = op.job.backend
+            staged: tuple[StagedWrite, ...] = ()
+            if stage_bytes > 0 and backend.supports_staging:
+                encoded = backend.stage_pending(
+                    op.job.name, op.name, checkpoint_id, self.attempt, parts
+                )
+                if sum(len(w.block) for w in encoded) <= stage_bytes:
+                    staged = tuple(encoded)
+                    writes = [
+                        WriteInfo(
+                            0, w.key_group, w.version, w.full, len(w.block), w.rows, digest=w.digest
+                        )
+                        for w in staged
+                    ]
+                else:
+                    writes = backend.write_staged(
+                        op.job.name, op.name, checkpoint_id, self.attempt, encoded
+                    )
+            else:
+                writes = backend.write_pending(
+                    op.job.name, op.name, checkpoint_id, self.attempt, parts
+                )
             parts.clear()  # freed now: the collection after the pause does not scan them
         self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
@@ -222,16 +250,31 @@ class Instance:
             checkpoint_id=checkpoint_id,
             base=self.base,
             attempt=self.attempt,
-            writes=tuple((w.key_group, w.write_id) for w in writes),
+            writes=tuple((w.key_group, w.write_id) for w in writes if w.write_id),
             bytes_written=stats.bytes_written,
             rows_written=stats.rows_written,
+            staged=staged,
         )
 
-    def on_saved(self) -> None:
-        """Acknowledge the last save after its checkpoint was committed."""
+    def on_saved(self, staged_ids: Mapping[int, int] | None = None) -> None:
+        """Acknowledge the last save after its checkpoint was committed.
+
+        The writes of a staged save got their ids in the commit: ``staged_ids`` gives them
+        per key group, as :meth:`staged_heads` found them; without it they are read from
+        the store, and a key group whose committed head is not the block this save staged
+        raises :class:`~objectspace.CheckpointError` (the save was not the one committed)
+        and leaves the instance as it was."""
         if self._saved is None:
             return
         checkpoint_id, writes = self._saved
+        if any(not w.write_id for w in writes):
+            ids = self.staged_heads() if staged_ids is None else staged_ids
+            if ids is None or any(not w.write_id and w.key_group not in ids for w in writes):
+                raise CheckpointError(
+                    f"instance {self.index} of {self.parallelism}: the writes it staged for "
+                    f"checkpoint {checkpoint_id} are not the committed ones"
+                )
+            writes = [w if w.write_id else replace(w, write_id=ids[w.key_group]) for w in writes]
         saved = {w.key_group: w for w in writes}
         for key_group, space in self._spaces.items():
             write = saved.get(key_group)
@@ -247,6 +290,29 @@ class Instance:
         """The last save that :meth:`on_saved` has not acknowledged yet (``None``: none):
         its checkpoint id and its writes."""
         return self._saved
+
+    def staged_heads(self) -> dict[int, int] | None:
+        """For a pending staged save: the ids its writes got in the commit, per key group,
+        read from the store (``{}``: no staged writes), or ``None`` when a key group's
+        committed head as of the saved checkpoint is not the block the save staged (its
+        digest and version differ), so the save was not the one committed."""
+        if self._saved is None:
+            return {}
+        checkpoint_id, writes = self._saved
+        staged = {w.key_group: w for w in writes if not w.write_id}
+        if not staged:
+            return {}
+        op = self.operator
+        stored = op.job.backend.head_digests(
+            op.job.name, op.name, range(min(staged), max(staged) + 1), checkpoint_id
+        )
+        ids = {}
+        for key_group, write in staged.items():
+            head = stored.get(key_group)
+            if head is None or head[1] != write.version or head[2] != write.digest:
+                return None
+            ids[key_group] = head[0]
+        return ids
 
     def heads(self) -> dict[int, tuple[int, int] | None]:
         """Per loaded key group, the (write id, version) of the newest write its state

@@ -19,6 +19,7 @@ from objectspace.storage.contract import (
     CheckpointInfo,
     OperatorInfo,
     RetentionStats,
+    StagedWrite,
 )
 from objectspace.storage.urls import redact_url
 
@@ -150,6 +151,7 @@ class Job:
         parallelism: dict[str, int] = {}
         bases = set()
         write_ids: list[int] = []
+        staged: list[StagedWrite] = []
         for receipt in receipts:
             if not isinstance(receipt, Receipt):
                 raise TypeError(f"commit takes Receipts, not {type(receipt).__name__}")
@@ -188,6 +190,19 @@ class Job:
                         f"by two receipts (instances {first.index} and {receipt.index})"
                     )
                 write_ids.append(write_id)
+            for write in receipt.staged:
+                if write.operator != receipt.operator or write.attempt != receipt.attempt:
+                    raise CheckpointError(
+                        f"{where} carries a staged write of operator {write.operator!r} "
+                        f"(attempt {write.attempt})"
+                    )
+                first = owners.setdefault((receipt.operator, write.key_group), receipt)
+                if first is not receipt:
+                    raise CheckpointError(
+                        f"key group {write.key_group} of operator {receipt.operator!r} is "
+                        f"reported by two receipts (instances {first.index} and {receipt.index})"
+                    )
+                staged.append(write)
         if len(bases) > 1:
             raise CheckpointError(
                 f"checkpoint {checkpoint_id}: receipts were made on top of different "
@@ -195,9 +210,14 @@ class Job:
             )
         base = bases.pop() if bases else self.last_checkpoint()
         try:
-            committed = self.backend.commit(
-                self.name, checkpoint_id, base, write_ids, parallelism, self.epoch
-            )
+            if staged:
+                committed = self.backend.commit(
+                    self.name, checkpoint_id, base, write_ids, parallelism, self.epoch, staged
+                )
+            else:
+                committed = self.backend.commit(
+                    self.name, checkpoint_id, base, write_ids, parallelism, self.epoch
+                )
         except CheckpointConflictError:
             for receipt in receipts:
                 self._lost.setdefault(receipt.attempt, checkpoint_id)
@@ -207,7 +227,7 @@ class Job:
             self.name,
             checkpoint_id,
             "committed" if committed else "was already committed with these writes",
-            len(write_ids),
+            len(write_ids) + len(staged),
             sum(receipt.bytes_written for receipt in receipts),
         )
         return committed

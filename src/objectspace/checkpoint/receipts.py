@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from objectspace.storage.contract import StagedWrite
+
 __all__ = ["CompactionStats", "Receipt", "SaveStats"]
 
 
@@ -21,6 +23,8 @@ class Receipt:
     writes: tuple[tuple[int, int], ...]  # (key group, write id)
     bytes_written: int
     rows_written: int
+    # writes encoded but not stored: the commit stores them (Instance.save(stage_bytes=))
+    staged: tuple[StagedWrite, ...] = ()
 
 
 @dataclass

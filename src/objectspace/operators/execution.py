@@ -273,7 +273,9 @@ class TaskPlan:
     ``use_snapshots``, ``owner`` and ``snapshot_key`` concern the Spark workers' instance
     cache and snapshot files only (see :mod:`objectspace.spark`); ``snapshot_key`` (at
     least 32 random bytes, the runner's secret) authenticates the snapshots: without one,
-    none is written or read.
+    none is written or read. ``stage_bytes``: a save that encodes to at most this many
+    bytes sends its blocks with the receipt for the commit to store (see
+    :meth:`Instance.save`; 0: every save stores its writes).
     """
 
     storage: Storage
@@ -292,6 +294,7 @@ class TaskPlan:
     owner: str = ""
     snapshot_key: bytes = b""
     time: TimePlan | None = None
+    stage_bytes: int = 0
 
     def restore(self, index: int) -> Instance:
         """Instance ``index`` of this batch, restored from storage as of :attr:`base`."""
@@ -460,7 +463,7 @@ def run_instance(
     t0 = time.perf_counter()
     receipt: Receipt | None = None
     if not plan.replay:
-        receipt = instance.save(plan.checkpoint_id)
+        receipt = instance.save(plan.checkpoint_id, stage_bytes=plan.stage_bytes)
     stats.seconds_save = time.perf_counter() - t0
     return out, receipt
 

@@ -74,6 +74,9 @@ logger = logging.getLogger(__name__)
 # The largest inline_output_bytes: a task's share travels in one receipt row, which the
 # driver decodes up to _MAX_RECEIPT_BYTES.
 _MAX_INLINE_BYTES = _MAX_RECEIPT_BYTES // 2
+# The largest inline_state_bytes: with a task's share of the output, its blocks fit in one
+# receipt row.
+_MAX_INLINE_STATE_BYTES = _MAX_RECEIPT_BYTES // 4
 
 
 class StatefulRunner:
@@ -119,6 +122,16 @@ class StatefulRunner:
     be larger after all, using that output runs the batch's tasks again (the same rows,
     nothing committed twice), and the following batches are cached again.
 
+    ``inline_state_bytes`` (default 16 MiB) lets the tasks send the state they saved to
+    the driver with their receipts: a task whose save encodes to at most this many bytes
+    divided by the batch's parallelism stores nothing itself, and the driver stores every
+    such task's blocks in the checkpoint's commit transaction (on storage that can:
+    ``sqlite:///`` and ``postgresql://``). One transaction per micro-batch instead of one
+    per task plus the commit writes fewer pages (on ``sqlite:///``, the Buffer workload
+    without Spark writes 5.6 MB to the disk instead of 7.8 MB), and an attempt that is never
+    committed leaves nothing behind. A larger save stores its pending writes itself, as
+    with 0.
+
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
     query), oldest first; ``last_batch`` is the latest.
@@ -148,6 +161,7 @@ class StatefulRunner:
         watermark_delay: Any = None,
         late_rows: str = "drop",
         inline_output_bytes: int = 16 * 1024 * 1024,
+        inline_state_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -213,6 +227,16 @@ class StatefulRunner:
                 f"not {inline_output_bytes!r}"
             )
         self.inline_output_bytes = inline_output_bytes
+        if (
+            not isinstance(inline_state_bytes, int)
+            or isinstance(inline_state_bytes, bool)
+            or not 0 <= inline_state_bytes <= _MAX_INLINE_STATE_BYTES
+        ):
+            raise ValueError(
+                f"inline_state_bytes is a number of bytes in 0..{_MAX_INLINE_STATE_BYTES}, "
+                f"not {inline_state_bytes!r}"
+            )
+        self.inline_state_bytes = inline_state_bytes
         self._persisted: DataFrame | None = None
         self._parsed_schemas: tuple[StructType, pa.Schema] | None = None
         # Whether the last batch left output rows in its result (see process).
@@ -344,6 +368,7 @@ class StatefulRunner:
             owner=f"{self._application(spark)}/{self._token}",
             snapshot_key=self._snapshot_key,
             time=timing,
+            stage_bytes=self.inline_state_bytes // p,
         )
         task = _InstanceTask(
             plan,

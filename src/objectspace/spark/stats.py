@@ -9,13 +9,14 @@ import dataclasses
 from objectspace.checkpoint import Receipt
 from objectspace.errors import CheckpointError
 from objectspace.operators.execution import BatchStats, TaskStats
+from objectspace.storage.contract import StagedWrite
 
 __all__ = ["BatchStats", "TaskStats"]
 
 
 # -- receipts: how a task's receipt and stats reach the driver --------------------------------
 
-_RECEIPT_VERSION = 2
+_RECEIPT_VERSION = 3
 _RECEIPT_INTS = ("index", "parallelism", "checkpoint_id", "bytes_written", "rows_written")
 _I64 = 1 << 63
 _MAX_RECEIPT_BYTES = 1 << 26
@@ -32,8 +33,13 @@ def _pack_receipt(receipt: Receipt | None, stats: TaskStats, output: bytes | Non
 
     packed_receipt = None
     if receipt is not None:
-        packed_receipt = dataclasses.asdict(receipt)
+        packed_receipt = {f.name: getattr(receipt, f.name) for f in dataclasses.fields(Receipt)}
         packed_receipt["writes"] = [list(w) for w in receipt.writes]
+        # a staged write's operator and attempt are the receipt's
+        packed_receipt["staged"] = [
+            [w.key_group, w.version, w.full, w.block, w.rows, w.parent, w.digest]
+            for w in receipt.staged
+        ]
     return bytes(
         msgpack.packb(
             {
@@ -117,4 +123,22 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats, bytes | No
     ):
         raise bad("receipt writes")
     raw["writes"] = tuple((w[0], w[1]) for w in writes)
+    staged = raw["staged"]
+    if not isinstance(staged, list) or not all(
+        isinstance(w, list)
+        and len(w) == 7
+        and _is_int(w[0])
+        and _is_int(w[1])
+        and type(w[2]) is bool
+        and isinstance(w[3], bytes)
+        and _is_int(w[4])
+        and (w[5] is None or _is_int(w[5]))
+        and _is_int(w[6])
+        for w in staged
+    ):
+        raise bad("receipt staged writes")
+    raw["staged"] = tuple(
+        StagedWrite(raw["operator"], w[0], w[1], raw["attempt"], w[2], w[3], w[4], w[5], w[6])
+        for w in staged
+    )
     return Receipt(**raw), stats, output

@@ -81,13 +81,15 @@ class _InstanceTask:
                 # was the one committed for this index, so no other attempt wrote the key
                 # groups it left alone). A save without writes proves nothing: check that
                 # no key group it holds changed in the store.
+                # A staged save's writes got their ids in the commit: found by digest.
                 ids = saved.write_ids()
-                if (
-                    plan.storage.backend.writes_committed(ids)
-                    if ids
-                    else self._heads_match(instance)
-                ):
-                    instance.on_saved()
+                if ids:
+                    if plan.storage.backend.writes_committed(ids):
+                        instance.on_saved()
+                else:
+                    staged_ids = self._heads_match(instance)
+                    if staged_ids is not None:
+                        instance.on_saved(staged_ids)
             if instance.base != plan.base or instance.pending_save is not None:
                 instance = None
         if instance is None and self.use_snapshots:
@@ -169,30 +171,53 @@ class _InstanceTask:
                 or any(w.version != base for w in saved.writes)
             ):
                 return None
-            if not self._heads_match(instance):
+            staged_ids = self._heads_match(instance)
+            if staged_ids is None:
                 return None
         except Exception as exc:  # a snapshot that does not fit: restore instead
             logger.debug("instance snapshot %s not adopted: %r", path, exc)
             return None
-        instance.on_saved()
+        instance.on_saved(staged_ids)
         logger.debug("instance %s adopted from snapshot %s (checkpoint %s)", index, path, base)
         return instance
 
-    def _heads_match(self, instance: Instance) -> bool:
+    def _heads_match(self, instance: Instance) -> dict[int, int] | None:
         """Whether, for every key group ``instance`` holds, the store's restore chain as of
         the planned base ends with the write its state ends with once its last save is
-        acknowledged (:meth:`Instance.heads`)."""
+        acknowledged (:meth:`Instance.heads`): ``None`` if not, else the ids the commit
+        gave the save's staged writes, by key group (``{}``: none staged).
+
+        A staged write had no id when the instance saved it: the chain must end, at the
+        saved version, with a write of the very block it staged (its xxh64 digest) made on
+        top of the head it held before (the commit checked that parent), so the stored
+        state of that key group is the state the save captured."""
         plan = self.plan
         heads = instance.heads()
         if heads.keys() != instance.loaded().keys() or plan.base is None:
-            return False
+            return None
         if not heads:
-            return True
+            return {}
         info = plan.info
-        stored = plan.storage.backend.heads(
-            info.job, info.name, range(min(heads), max(heads) + 1), plan.base
-        )
-        return all(stored.get(key_group) == head for key_group, head in heads.items())
+        groups = range(min(heads), max(heads) + 1)
+        backend = plan.storage.backend
+        saved = instance.pending_save
+        staged = {} if saved is None else {w.key_group: w for w in saved.writes if not w.write_id}
+        if not staged:
+            stored = backend.heads(info.job, info.name, groups, plan.base)
+            return {} if all(stored.get(g) == head for g, head in heads.items()) else None
+        found = backend.head_digests(info.job, info.name, groups, plan.base)
+        ids: dict[int, int] = {}
+        for key_group, head in heads.items():
+            got = found.get(key_group)
+            write = staged.get(key_group)
+            if write is None:
+                if (None if got is None else got[:2]) != head:
+                    return None
+            elif got is None or got[1] != write.version or got[2] != write.digest:
+                return None
+            else:
+                ids[key_group] = got[0]
+        return ids
 
     def _write_snapshot(
         self, index: int, instance: Instance, stats: TaskStats, skip: bool = False

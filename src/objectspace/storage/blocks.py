@@ -66,6 +66,7 @@ __all__ = [
     "Tables",
     "block_digest",
     "block_heads",
+    "block_intact",
     "decode_block",
     "dictionary_id",
     "encode_block",
@@ -667,6 +668,17 @@ def block_digest(block: bytes) -> int:
     if _is_legacy(block):
         return _signed(_LEGACY_HEAD.unpack_from(block)[1])
     return _signed(_HEAD.unpack_from(block)[1])
+
+
+def block_intact(block: bytes) -> bool:
+    """Whether ``block`` matches the checksum it carries (every byte read, nothing decoded)."""
+    if _is_legacy(block):
+        _, digest = _LEGACY_HEAD.unpack_from(block)
+        return bool(int(xxhash.xxh64_intdigest(block[_LEGACY_HEAD.size :])) == digest)
+    if len(block) < _HEAD.size:
+        return False
+    kind, digest = _HEAD.unpack_from(block)
+    return bool(_checksum(kind, block[_HEAD.size :]) == digest)
 
 
 def _is_legacy(block: bytes) -> bool:

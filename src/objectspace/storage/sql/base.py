@@ -41,6 +41,7 @@ from objectspace.storage.blocks import (
     Dictionary,
     block_digest,
     block_heads,
+    block_intact,
     encode_block,
     replay,
     sample,
@@ -1024,8 +1025,8 @@ class SQLBackend(SegmentQueries):
                 if w.key_group in seen:
                     raise CheckpointError(f"{where} is named twice")
                 seen.add(w.key_group)
-                if block_digest(w.block) != w.digest:
-                    raise CheckpointError(f"{where}: its block does not match its digest")
+                if not block_intact(w.block) or block_digest(w.block) != w.digest:
+                    raise CheckpointError(f"{where}: its block fails its checksum")
             stored.extend(self._insert_staged(tx, op_id, writes))
         return stored
 
