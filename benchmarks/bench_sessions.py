@@ -289,6 +289,12 @@ class Bench(SparkBench):
 
     def run(self, variant: str, work: Workload) -> Result:
         folder = os.path.join(self.root, f"run-{variant}")
+        # An earlier run's folder can outlive its removal (transformWithStateInPandas'
+        # RocksDB threads may still write to it): use a fresh name then.
+        n = 1
+        while os.path.exists(folder):
+            folder = os.path.join(self.root, f"run-{variant}-{n}")
+            n += 1
         os.makedirs(folder)
         checkpoint = os.path.join(folder, "checkpoint")
         load0 = os.getloadavg()[0]

@@ -13,6 +13,7 @@ from objectspace.checkpoint import Receipt
 from objectspace.cli import main
 from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark.stats import _pack_receipt, _unpack_receipt
+from objectspace.storage.contract import StagedWrite
 from objectspace.storage.urls import redact_text, redact_url
 from tests.support.storage import segment_url
 
@@ -150,7 +151,8 @@ def test_cli_output_and_errors_hide_secrets(
 
 
 def _receipt() -> Receipt:
-    return Receipt("j", "o", 1, 4, 7, 6, "abc", ((2, 11), (3, 12)), 100, 5)
+    staged = (StagedWrite("o", 5, 7, "abc", False, b"\x01block", 3, 9, -12),)
+    return Receipt("j", "o", 1, 4, 7, 6, "abc", ((2, 11), (3, 12)), 100, 5, staged)
 
 
 def test_receipt_row_round_trips_as_plain_fields() -> None:
@@ -181,6 +183,12 @@ def test_receipt_row_that_is_a_pickle_is_refused_unexecuted(tmp_path: Path) -> N
         lambda d: d["receipt"].update(writes=[[1, 2**63]]),
         lambda d: d["receipt"].update(base=1.5),
         lambda d: d["receipt"].pop("attempt"),
+        lambda d: d["receipt"].pop("staged"),
+        lambda d: d["receipt"].update(staged=[[5, 7, False, b"b", 3, 9]]),
+        lambda d: d["receipt"].update(staged=[[5, 7, 0, b"b", 3, 9, 1]]),
+        lambda d: d["receipt"].update(staged=[[5, 7, False, "b", 3, 9, 1]]),
+        lambda d: d["receipt"].update(staged=[[5, 7, False, b"b", 3, 9, 2**63]]),
+        lambda d: d["receipt"].update(staged=[[5, 7, False, b"b", 3, 1.5, 1]]),
         lambda d: d["stats"].update(cached=1),
         lambda d: d["stats"].update(keys="3"),
     ],

@@ -1,0 +1,168 @@
+"""Staged saves: blocks that travel with the receipt and are stored by the commit.
+
+``Instance.save(stage_bytes=...)`` encodes a save without storing it; ``Job.commit`` stores
+the blocks in the commit's own transaction. Each test runs on every backend of the
+``any_storage_url`` fixture; a backend that does not stage (``supports_staging``) stores
+its writes at save time instead, and the same state must result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+import objectspace as osp
+from objectspace.checkpoint import Instance, Job, Operator
+from objectspace.errors import CheckpointConflictError, CheckpointError
+from objectspace.storage.contract import StagedWrite
+from tests.storage.test_backends import MAX_KG, Workload, read_all
+
+STAGE = 1 << 20
+
+
+@pytest.fixture
+def storage(any_storage_url: str) -> Iterator[osp.Storage]:
+    s = osp.open_storage(any_storage_url)
+    yield s
+    s.close()
+
+
+def stages(storage: osp.Storage) -> bool:
+    return bool(storage.backend.supports_staging)
+
+
+def setup(storage: osp.Storage, name: str, p: int = 3) -> tuple[Job, Operator, list[Instance]]:
+    job = storage.job(name)
+    op = job.operator("op", max_key_groups=MAX_KG)
+    return job, op, [op.instance(i, p) for i in range(p)]
+
+
+def staged_round(job: Job, instances: list[Instance], checkpoint_id: int) -> None:
+    receipts = [inst.save(checkpoint_id, stage_bytes=STAGE) for inst in instances]
+    assert job.commit(checkpoint_id, receipts) is True
+    for inst in instances:
+        inst.on_saved()
+
+
+def test_staged_saves_restore_exactly_what_stored_saves_do(storage: osp.Storage) -> None:
+    job, op, instances = setup(storage, "staged")
+    work = Workload(op, seed=3)
+    for cp in range(6):
+        work.step(instances, cp)
+        staged_round(job, instances, cp)
+        # the instances go on from their own memory: their heads are the committed writes
+        assert read_all(op, 2) == work.snapshot()
+    assert job.checkpoints() == list(range(6))
+    # a restarted instance at another parallelism builds on the staged chains
+    again = [op.instance(i, 2) for i in range(2)]
+    work.step(again, 6)
+    staged_round(job, again, 6)
+    assert read_all(op, 4) == work.snapshot()
+
+
+def test_a_staged_save_stores_nothing_before_its_commit(storage: osp.Storage) -> None:
+    job, op, instances = setup(storage, "nothing")
+    Workload(op, seed=1).step(instances, 0)
+    receipts = [inst.save(0, stage_bytes=STAGE) for inst in instances]
+    pending = storage.backend.write_summary("nothing")
+    if stages(storage):
+        assert pending == []
+        assert all(r.staged and not r.writes for r in receipts if r.rows_written)
+    else:
+        assert pending and all(not r.staged for r in receipts)
+    job.commit(0, receipts)
+    summary = storage.backend.write_summary("nothing")
+    assert summary and all(s.committed for s in summary)
+
+
+def test_a_save_larger_than_stage_bytes_stores_its_writes(storage: osp.Storage) -> None:
+    job, op, instances = setup(storage, "large", p=1)
+    Workload(op, seed=2).step(instances, 0)
+    (receipt,) = [instances[0].save(0, stage_bytes=1)]
+    assert receipt.staged == () and receipt.writes
+    assert job.commit(0, [receipt]) is True
+
+
+def _staged_receipts(storage: osp.Storage, name: str) -> tuple[Job, Operator, list]:
+    job, op, instances = setup(storage, name, p=1)
+    Workload(op, seed=4).step(instances, 0, touched=30)
+    receipts = [inst.save(0, stage_bytes=STAGE) for inst in instances]
+    return job, op, receipts
+
+
+def test_a_staged_block_that_fails_its_checksum_is_refused(storage: osp.Storage) -> None:
+    if not stages(storage):
+        pytest.skip("this backend stores writes at save time")
+    job, _, receipts = _staged_receipts(storage, "corrupt")
+    (receipt,) = receipts
+    first = receipt.staged[0]
+    flipped = first.block[:-1] + bytes([first.block[-1] ^ 1])
+    bad = dataclasses.replace(
+        receipt, staged=(dataclasses.replace(first, block=flipped), *receipt.staged[1:])
+    )
+    with pytest.raises(CheckpointError, match="fails its checksum"):
+        job.commit(0, [bad])
+    assert job.last_checkpoint() is None
+    assert storage.backend.write_summary("corrupt") == []
+    assert job.commit(0, [receipt]) is True
+
+
+@pytest.mark.parametrize("fault", ["version", "key group", "twice"])
+def test_a_staged_write_that_does_not_fit_is_refused(storage: osp.Storage, fault: str) -> None:
+    if not stages(storage):
+        pytest.skip("this backend stores writes at save time")
+    job, _, receipts = _staged_receipts(storage, f"misfit-{fault.replace(' ', '')}")
+    staged = list(receipts[0].staged)
+    first: StagedWrite = staged[0]
+    if fault == "version":
+        staged[0] = dataclasses.replace(first, version=7)
+        match = "is version 7"
+    elif fault == "key group":
+        staged[0] = dataclasses.replace(first, key_group=MAX_KG)
+        match = "key groups 0"
+    else:
+        staged.append(first)
+        match = "twice"
+    with pytest.raises(CheckpointError, match=match):
+        storage.backend.commit(job.name, 0, None, [], {"op": 1}, job.epoch, staged)
+    assert job.last_checkpoint() is None
+    assert storage.backend.write_summary(job.name) == []
+
+
+def test_recommitting_staged_receipts_is_a_noop_and_other_blocks_conflict(
+    storage: osp.Storage,
+) -> None:
+    job, op, receipts = _staged_receipts(storage, "again")
+    assert job.commit(0, receipts) is True
+    assert job.commit(0, receipts) is False
+    if not stages(storage):
+        return
+    # another attempt of the same instance (on the same base: no state), with other edits
+    other = op.instance(0, 1, checkpoint=-1)
+    Workload(op, seed=99).step([other], 0, touched=30)
+    with pytest.raises(CheckpointConflictError, match="already committed"):
+        job.commit(0, [other.save(0, stage_bytes=STAGE)])
+
+
+def test_on_saved_finds_the_ids_and_refuses_a_save_that_lost(storage: osp.Storage) -> None:
+    job, op, _ = setup(storage, "race", p=1)
+    winner, loser = op.instance(0, 1), op.instance(0, 1)
+    Workload(op, seed=5).step([winner], 0, touched=30)
+    Workload(op, seed=6).step([loser], 0, touched=30)
+    won = winner.save(0, stage_bytes=STAGE)
+    loser.save(0, stage_bytes=STAGE)
+    assert job.commit(0, [won]) is True
+    if stages(storage):
+        with pytest.raises(CheckpointError, match="not the committed ones"):
+            loser.on_saved()
+        assert loser.pending_save is not None  # left as it was
+    winner.on_saved()
+    assert winner.pending_save is None
+    heads = storage.backend.heads("race", "op", range(MAX_KG), 0)
+    assert {g: h for g, h in winner.heads().items() if h is not None} == heads
+    # the winner builds on the writes the commit stored
+    work = Workload(op, seed=7)
+    work.step([winner], 1)
+    staged_round(job, [winner], 1)
