@@ -1,9 +1,10 @@
 """Staged saves: blocks that travel with the receipt and are stored by the commit.
 
 ``Instance.save(stage_bytes=...)`` encodes a save without storing it; ``Job.commit`` stores
-the blocks in the commit's own transaction. Each test runs on every backend of the
-``any_storage_url`` fixture; a backend that does not stage (``supports_staging``) stores
-its writes at save time instead, and the same state must result.
+the blocks in the commit's own transaction (segment storage: in a segment file it writes
+just before). Each test runs on every backend of the ``any_storage_url`` fixture; a
+backend that does not stage (``supports_staging``) would store its writes at save time
+instead, with the same state.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def test_a_staged_save_stores_nothing_before_its_commit(storage: osp.Storage) ->
     job.commit(0, receipts)
     summary = storage.backend.write_summary("nothing")
     assert summary and all(s.committed for s in summary)
+    if hasattr(storage.backend, "gc"):  # segment storage: the commit wrote one file
+        assert len(storage.backend.segments()) == 1
+        chains = storage.backend.chains("nothing", "op", range(MAX_KG), 0)
+        assert chains and all(w.segment for ws in chains.values() for w in ws)
 
 
 def test_a_save_larger_than_stage_bytes_stores_its_writes(storage: osp.Storage) -> None:
@@ -166,3 +171,22 @@ def test_on_saved_finds_the_ids_and_refuses_a_save_that_lost(storage: osp.Storag
     work = Workload(op, seed=7)
     work.step([winner], 1)
     staged_round(job, [winner], 1)
+
+
+def test_a_failed_staged_commit_leaves_a_segment_file_for_the_gc(storage: osp.Storage) -> None:
+    backend = storage.backend
+    if not hasattr(backend, "gc"):
+        pytest.skip("not segment storage")
+    job, _, receipts = _staged_receipts(storage, "orphan")
+    (receipt,) = receipts
+    first = receipt.staged[0]
+    bad = dataclasses.replace(receipt, staged=(dataclasses.replace(first, version=3),))
+    with pytest.raises(CheckpointError, match="is version 3"):
+        job.commit(0, [bad])
+    published = {p for p, _, _ in backend.segments()}
+    assert len(published) == 1  # reserved, written, referenced by nothing
+    stats = backend.gc(grace_seconds=0)
+    assert set(stats.deleted) == published
+    assert backend.segments() == []
+    assert job.commit(0, [receipt]) is True
+    assert read_all(job.operator("op"), 1)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
-from objectspace.errors import CheckpointError, CorruptStateError, StorageError
+from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage.blocks import (
     Block,
     block_digest,
@@ -67,7 +67,7 @@ from objectspace.storage.contract import (
     WriteSummary,
 )
 from objectspace.storage.segments.codec import MAGIC
-from objectspace.storage.sql.catalog import SegmentCatalog
+from objectspace.storage.sql.catalog import SegmentCatalog, SegmentPlacement
 from objectspace.storage.urls import redact_text, redact_url
 from objectspace.tables import TableChanges
 
@@ -234,9 +234,29 @@ class SegmentBackend(Backend):
         epoch: int = 0,
         staged: Sequence[StagedWrite] = (),
     ) -> bool:
-        if staged:
-            raise CheckpointError(f"{self!r} does not take staged writes; write them first")
-        return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism, epoch)
+        """:meth:`Backend.commit`: staged writes are published first, one segment file per
+        operator (reserved in the catalog before it is written, so the GC collects it
+        should the commit fail), then recorded and committed in one catalog transaction."""
+        if not staged:
+            return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism, epoch)
+        by_operator: dict[str, list[StagedWrite]] = {}
+        for write in staged:
+            by_operator.setdefault(write.operator, []).append(write)
+        placements: dict[str, SegmentPlacement] = {}
+        for operator, writes in sorted(by_operator.items()):
+            path = self._path(job, operator, checkpoint_id, f"commit{epoch}")
+            segment_id, _ = self.catalog.reserve_segment(path)
+            size, offsets = self._publish(self._full(path), [w.block for w in writes])
+            placements[operator] = ((segment_id, path), size, offsets)
+        return self.catalog.commit(
+            job, checkpoint_id, base, write_ids, parallelism, epoch, staged, segments=placements
+        )
+
+    def head_digests(
+        self, job: str, operator: str, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int, int | None]]:
+        self._ready()
+        return self.catalog.head_digests(job, operator, key_groups, as_of)
 
     def fence(self, job: str) -> int:
         return self.catalog.fence(job)
@@ -367,6 +387,8 @@ class SegmentBackend(Backend):
             )
         )
 
+    supports_staging = True
+
     def write_pending(
         self,
         job: str,
@@ -375,15 +397,29 @@ class SegmentBackend(Backend):
         attempt: str,
         parts: Sequence[PendingPart],
     ) -> list[WriteInfo]:
+        return self.write_staged(
+            job,
+            operator,
+            version,
+            attempt,
+            self.stage_pending(job, operator, version, attempt, parts),
+        )
+
+    def stage_pending(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        parts: Sequence[PendingPart],
+    ) -> list[StagedWrite]:
         if not parts:
             return []
-        path = self._path(job, operator, version, attempt)
         heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
-        segment_id, head_ids = self.catalog.reserve_segment(path, heads)
+        head_ids = self.catalog.table_ids(heads)
         dictionary = self.catalog.operator_dictionary(job, operator)
         payloads: list[bytes] | None = [] if dictionary is None else None
-        blocks = []
-        counts = []
+        staged = []
         for part in parts:
             block, rows = encode_block(
                 part.changes,
@@ -393,15 +429,35 @@ class SegmentBackend(Backend):
                 dictionary,
                 payloads,
             )
-            blocks.append(block)
-            counts.append(rows)
-        full = self._full(path)
-        size, offsets = self._publish(full, blocks)
-        entries = [
-            (part.key_group, part.full, length, rows, offset, length, block_digest(block))
-            for part, block, rows, (offset, length) in zip(
-                parts, blocks, counts, offsets, strict=True
+            staged.append(
+                StagedWrite(
+                    operator,
+                    part.key_group,
+                    version,
+                    attempt,
+                    part.full,
+                    block,
+                    rows,
+                    part.parent,
+                    block_digest(block),
+                )
             )
+        if payloads:
+            self.catalog.offer_dictionary(job, operator, payloads)
+        return staged
+
+    def write_staged(
+        self, job: str, operator: str, version: int, attempt: str, staged: Sequence[StagedWrite]
+    ) -> list[WriteInfo]:
+        if not staged:
+            return []
+        path = self._path(job, operator, version, attempt)
+        segment_id, _ = self.catalog.reserve_segment(path)
+        full = self._full(path)
+        size, offsets = self._publish(full, [w.block for w in staged])
+        entries = [
+            (w.key_group, w.full, length, w.rows, offset, length, w.digest)
+            for w, (offset, length) in zip(staged, offsets, strict=True)
         ]
         try:
             infos = self.catalog.register_segment(
@@ -412,13 +468,11 @@ class SegmentBackend(Backend):
                 (segment_id, path),
                 size,
                 entries,
-                parents=[part.parent for part in parts],
+                parents=[w.parent for w in staged],
             )
         except BaseException:
             self._discard(full)
             raise
-        if payloads:
-            self.catalog.offer_dictionary(job, operator, payloads)
         return [self._located(info) for info in infos]
 
     def _discard(self, path: str) -> None:

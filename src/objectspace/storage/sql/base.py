@@ -55,7 +55,7 @@ from objectspace.storage.contract import (
     WriteInfo,
     WriteSummary,
 )
-from objectspace.storage.sql.catalog import SegmentEntry
+from objectspace.storage.sql.catalog import SegmentEntry, SegmentPlacement
 from objectspace.storage.sql.schema import DROPPED_INDEXES, Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries
 from objectspace.storage.urls import redact_url
@@ -396,6 +396,31 @@ class SQLBackend(SegmentQueries):
                     ids[name] = tid
         return ids
 
+    def _known_table_ids(self, tx: Tx, names: set[str]) -> dict[str, int]:
+        """Ids of those of ``names`` already interned (cached, else read)."""
+        cache = self._table_ids
+        ids = {name: cache[name] for name in names if name in cache}
+        missing = sorted(names - ids.keys())
+        for chunk in _chunks(missing):
+            for tid, name in tx.all(
+                f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
+                list(chunk),
+            ):
+                ids[name] = int(tid)
+        return ids
+
+    def table_ids(self, names: Sequence[str]) -> dict[str, int]:
+        """Ids of the table folders ``names``, interning the missing ones (a transaction
+        only when some are new)."""
+        wanted = set(names)
+        ids = self._run(
+            "reading table names", lambda tx: self._known_table_ids(tx, wanted), write=False
+        )
+        if len(ids) < len(wanted):
+            ids = self._run("interning table names", lambda tx: self._intern_tables(tx, wanted))
+        self._remember(ids)
+        return ids
+
     def _remember(self, ids: dict[str, int]) -> None:
         """Cache table ids that a committed transaction interned."""
         self._table_ids.update(ids)
@@ -548,16 +573,7 @@ class SQLBackend(SegmentQueries):
 
         def read(tx: Tx) -> tuple[int, dict[str, int], Dictionary | None]:
             op_id = self._operator_id(tx, job, operator)
-            cache = self._table_ids
-            ids = {name: cache[name] for name in heads if name in cache}
-            missing = sorted(heads - ids.keys())
-            for chunk in _chunks(missing):
-                for tid, name in tx.all(
-                    f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
-                    list(chunk),
-                ):
-                    ids[name] = int(tid)
-            return op_id, ids, self._operator_dictionary_tx(tx, op_id)
+            return op_id, self._known_table_ids(tx, heads), self._operator_dictionary_tx(tx, op_id)
 
         what = f"writing checkpoint {version} of {job}/{operator}"
         op_id, ids, dictionary = self._run(what, read, write=False)
@@ -768,6 +784,20 @@ class SQLBackend(SegmentQueries):
                 cache[int(tid)] = name
         return {i: cache[i] for i in ids if i in cache}
 
+    @staticmethod
+    def _claim_segment(tx: Tx, segment_id: int, path: str, size: int) -> None:
+        """Record the size of a published segment that :meth:`reserve_segment` reserved
+        (and unstamp it); refused when the GC collected the reservation meanwhile."""
+        updated = tx.execute(
+            "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE id = ?",
+            (size, segment_id),
+        ).rowcount
+        if updated != 1:
+            raise StorageError(
+                f"segment {path!r} is no longer reserved in the catalog (collected after "
+                "its grace period?); the write must be retried"
+            )
+
     def register_segment(
         self,
         job: str,
@@ -789,15 +819,7 @@ class SQLBackend(SegmentQueries):
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
-            updated = tx.execute(
-                "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE id = ?",
-                (size, segment_id),
-            ).rowcount
-            if updated != 1:
-                raise StorageError(
-                    f"segment {path!r} is no longer reserved in the catalog (collected after "
-                    "its grace period?); the write must be retried"
-                )
+            self._claim_segment(tx, segment_id, path, size)
             self._fault("write:rows")
             infos = []
             for i, (key_group, full, nbytes, rows, offset, length, digest) in enumerate(entries):
@@ -879,7 +901,12 @@ class SQLBackend(SegmentQueries):
         parallelism: Mapping[str, int],
         epoch: int = 0,
         staged: Sequence[StagedWrite] = (),
+        *,
+        segments: Mapping[str, SegmentPlacement] | None = None,
     ) -> bool:
+        """See :meth:`Backend.commit`. ``segments`` (segment storage): per operator, where
+        its staged writes' blocks were published, as a reserved segment file: they are
+        recorded there instead of in ``ckpt_blocks``."""
         ids = sorted(set(write_ids))
         if len(ids) != len(write_ids):
             raise CheckpointError(f"checkpoint {checkpoint_id}: a write is named twice")
@@ -916,7 +943,9 @@ class SQLBackend(SegmentQueries):
                     f"cannot commit checkpoint {checkpoint_id} of job {job!r}: its writes were "
                     f"made on top of checkpoint {base}, but the last committed one is {last}"
                 )
-            every = sorted({*ids, *self._store_staged(tx, job, checkpoint_id, by_operator)})
+            every = sorted(
+                {*ids, *self._store_staged(tx, job, checkpoint_id, by_operator, segments)}
+            )
             total_bytes = full_writes = 0
             parents: dict[int, list[tuple[int, int, int]]] = {}  # op → (write, group, parent)
             # op → (write, group, version, compaction, parent): the new heads
@@ -1002,6 +1031,7 @@ class SQLBackend(SegmentQueries):
         job: str,
         checkpoint_id: int,
         by_operator: Mapping[str, Sequence[StagedWrite]],
+        segments: Mapping[str, SegmentPlacement] | None = None,
     ) -> list[int]:
         """Check the staged writes of a commit and store them as pending writes (the
         commit then marks them, with the others, in the same transaction); their ids."""
@@ -1027,7 +1057,30 @@ class SQLBackend(SegmentQueries):
                 seen.add(w.key_group)
                 if not block_intact(w.block) or block_digest(w.block) != w.digest:
                     raise CheckpointError(f"{where}: its block fails its checksum")
-            stored.extend(self._insert_staged(tx, op_id, writes))
+            placement = None if segments is None else segments.get(operator)
+            if placement is None:
+                stored.extend(self._insert_staged(tx, op_id, writes))
+                continue
+            (segment_id, path), size, offsets = placement
+            self._claim_segment(tx, segment_id, path, size)
+            for w, (offset, length) in zip(writes, offsets, strict=True):
+                stored.append(
+                    self._insert_write(
+                        tx,
+                        op_id,
+                        w.key_group,
+                        w.version,
+                        w.full,
+                        w.attempt,
+                        len(w.block),
+                        w.rows,
+                        segment_id,
+                        offset,
+                        length,
+                        digest=w.digest,
+                        parent=w.parent,
+                    )
+                )
         return stored
 
     @staticmethod

@@ -9,16 +9,22 @@ and PostgreSQL; the segment backend uses a catalog only through this interface.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from objectspace.storage.blocks import Block, Dictionary
-from objectspace.storage.contract import Backend, WriteInfo
+from objectspace.storage.contract import Backend, StagedWrite, WriteInfo
 
-__all__ = ["SegmentCatalog", "SegmentEntry"]
+__all__ = ["SegmentCatalog", "SegmentEntry", "SegmentPlacement"]
 
 SegmentEntry = tuple[int, bool, int, int, int, int, int]
 """A key group's block in a segment file: (key group, full, bytes, rows, offset, length,
 digest: the block's checksum)."""
+
+
+SegmentPlacement = tuple[tuple[int, str], int, Sequence[tuple[int, int]]]
+"""Where a commit's staged writes of one operator were published: the reserved segment's
+(id, path), the file's size, and each write's (offset, length) in the order they were
+staged."""
 
 
 class SegmentCatalog(Backend):
@@ -32,6 +38,26 @@ class SegmentCatalog(Backend):
         """Record a segment path before its file is written, so no file escapes the GC;
         intern ``names`` (the block's table folders) in the same transaction. Returns the
         segment's id and the names' ids."""
+
+    @abstractmethod
+    def table_ids(self, names: Sequence[str]) -> dict[str, int]:
+        """Ids of the table folders ``names``, interning the missing ones."""
+
+    @abstractmethod
+    def commit(
+        self,
+        job: str,
+        checkpoint_id: int,
+        base: int | None,
+        write_ids: Sequence[int],
+        parallelism: Mapping[str, int],
+        epoch: int = 0,
+        staged: Sequence[StagedWrite] = (),
+        *,
+        segments: Mapping[str, SegmentPlacement] | None = None,
+    ) -> bool:
+        """:meth:`Backend.commit`; ``segments``: per operator, the reserved segment file its
+        staged writes' blocks were published in (recorded there, not in the catalog)."""
 
     @abstractmethod
     def table_names(self, ids: Sequence[int]) -> dict[int, str]:
