@@ -42,6 +42,7 @@ KEYS = 1_000
 CAPACITY = 100
 EVENTS = 2
 KEY_GROUPS = 128
+STAGE_BYTES = 16 * 1024 * 1024
 
 
 def _fsync_folder(path: str) -> None:
@@ -130,9 +131,11 @@ def buffer_workload(
     parallelism: int,
     checkpoints: int,
     before_close: Callable[[], None] | None = None,
+    stage_bytes: int = 0,
 ) -> int:
     """The Buffer workload saved by ``parallelism`` instances; returns the logical bytes.
-    ``before_close`` runs after the last commit, before the storage closes."""
+    ``before_close`` runs after the last commit, before the storage closes; ``stage_bytes``
+    as in ``Instance.save`` (the saves' blocks stored by the commit)."""
     storage = osp.open_storage(url)
     try:
         job = storage.job("buffer")
@@ -150,7 +153,7 @@ def buffer_workload(
                     buf.append(rng.random())
                     if len(buf) == CAPACITY:
                         buf.clear()
-            receipts = [inst.save(cp) for inst in instances]
+            receipts = [inst.save(cp, stage_bytes=stage_bytes) for inst in instances]
             job.commit(cp, receipts)
             for inst in instances:
                 logical += inst.last_save.bytes_written
@@ -225,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     checkpoints = commits
     rows = []
     for backend in ("sqlite:///", "file:// segments"):
-        for parallelism in (4, 1):
+        for parallelism, staged in ((4, False), (1, False), (4, True)):
             with volume() as vol:
                 if backend == "sqlite:///":
                     url = f"sqlite:///{vol.path}/state.db"
@@ -234,14 +237,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         {"catalog": f"sqlite:///{vol.path}/catalog.db"}
                     )
                     url = f"file://{vol.path}/segments?{catalog}"
-                logical = buffer_workload(url, parallelism, checkpoints)
+                logical = buffer_workload(
+                    url, parallelism, checkpoints, stage_bytes=STAGE_BYTES if staged else 0
+                )
                 size = tree_size(vol.path)
-            commits_per = parallelism + 1
             rows.append(
                 [
                     backend,
                     str(parallelism),
-                    f"{commits_per} ({parallelism} saves + 1 commit)",
+                    "1 (the commit stores the staged saves)"
+                    if staged
+                    else f"{parallelism + 1} ({parallelism} saves + 1 commit)",
                     fmt_bytes(logical),
                     fmt_bytes(vol.written),
                     fmt_bytes(size),
@@ -261,30 +267,36 @@ def main(argv: Sequence[str] | None = None) -> None:
         ],
         rows,
     )
-    wal_rows: dict[str, dict[int, int]] = {}
+    # per table or index: WAL frames in each variant (4 instances, 1, 4 staged)
+    variants = {"4": (4, 0), "1": (1, 0), "4 staged": (4, STAGE_BYTES)}
+    wal_rows: dict[str, dict[str, int]] = {}
     owned: Counter[str] = Counter()
-    sizes: dict[int, int] = {}
-    for parallelism in (4, 1):
+    sizes: dict[str, int] = {}
+    for label, (parallelism, stage_bytes) in variants.items():
         with temp_dir() as tmp:
             path = os.path.join(tmp, "state.db")
             found: list[tuple[int, Counter[str], Counter[str]]] = []
             keep = functools.partial(_keep_wal_pages, found, path)
-            buffer_workload(f"sqlite:///{path}", parallelism, checkpoints, keep)
+            buffer_workload(f"sqlite:///{path}", parallelism, checkpoints, keep, stage_bytes)
         page_size, by_table, pages = found[0]
-        sizes[parallelism] = page_size * sum(by_table.values())
-        owned = pages
+        sizes[label] = page_size * sum(by_table.values())
+        if label == "4":
+            owned = pages
         for name, count in by_table.items():
-            wal_rows.setdefault(name, {})[parallelism] = count
-    ordered = sorted(wal_rows, key=lambda n: -wal_rows[n].get(4, 0))
+            wal_rows.setdefault(name, {})[label] = count
+    ordered = sorted(wal_rows, key=lambda n: -wal_rows[n].get("4", 0))
     shown = [n for n in ordered if max(wal_rows[n].values()) >= checkpoints // 2]
     rest = [n for n in ordered if n not in shown]
+
+    def per_variant(names: Sequence[str]) -> list[str]:
+        return [f"{sum(wal_rows[n].get(v, 0) for n in names):,}" for v in variants]
+
     table_rows = [
         [
             name,
             f"{owned.get(name, 0):,}",
-            f"{wal_rows[name].get(4, 0):,}",
-            f"{wal_rows[name].get(1, 0):,}",
-            f"{wal_rows[name].get(4, 0) / checkpoints:.1f}",
+            *per_variant([name]),
+            f"{wal_rows[name].get('4', 0) / checkpoints:.1f}",
         ]
         for name in shown
     ]
@@ -293,26 +305,28 @@ def main(argv: Sequence[str] | None = None) -> None:
             [
                 f"{len(rest)} other tables and indexes",
                 f"{sum(owned.get(n, 0) for n in rest):,}",
-                f"{sum(wal_rows[n].get(4, 0) for n in rest):,}",
-                f"{sum(wal_rows[n].get(1, 0) for n in rest):,}",
-                f"{sum(wal_rows[n].get(4, 0) for n in rest) / checkpoints:.1f}",
+                *per_variant(rest),
+                f"{sum(wal_rows[n].get('4', 0) for n in rest) / checkpoints:.1f}",
             ]
         )
     table_rows.append(
         [
             "all (WAL bytes)",
             f"{sum(owned.values()):,}",
-            f"{sum(r.get(4, 0) for r in wal_rows.values()):,} ({fmt_bytes(sizes[4])})",
-            f"{sum(r.get(1, 0) for r in wal_rows.values()):,} ({fmt_bytes(sizes[1])})",
-            f"{sum(r.get(4, 0) for r in wal_rows.values()) / checkpoints:.1f}",
+            *(
+                f"{count} ({fmt_bytes(sizes[v])})"
+                for count, v in zip(per_variant(list(wal_rows)), variants, strict=True)
+            ),
+            f"{sum(r.get('4', 0) for r in wal_rows.values()) / checkpoints:.1f}",
         ]
     )
     wal_table = print_table(
         [
             "table or index",
-            "its pages at end",
+            "its pages at end (4 instances)",
             "pages written to the WAL, 4 instances",
             "1 instance",
+            "4 instances, staged",
             "per checkpoint, 4 instances",
         ],
         table_rows,
@@ -338,7 +352,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"checkpoint, {checkpoints} checkpoints, {KEY_GROUPS} key groups, saved "
                     "by 4 instances (as the runner's 4 tasks) or 1 and committed. Each "
                     "instance's save is its own transaction (a task's pending writes) and "
-                    "its own segment file; the commit is one more catalog transaction.",
+                    "its own segment file, and the commit is one more catalog transaction; "
+                    "or (staged) the saves store nothing and the commit stores their blocks "
+                    "in its own transaction (segment storage: in one segment file), as "
+                    "`StatefulRunner(inline_state_bytes=...)` does by default.",
                     storage,
                     "Where `sqlite:///`'s WAL pages go: the same workload with the WAL kept "
                     "to the end (it is copied back only when the storage closes), each frame "
