@@ -5,7 +5,10 @@ instance, so a job can restart at any parallelism. An instance writes the edits 
 groups as *pending* writes, invisible to every reader; one catalog transaction commits a
 checkpoint by marking the writes its receipts name, after checking that the checkpoint
 follows the last committed one. Writes of a failed or duplicate attempt are never marked
-and are removed by retention.
+and are removed by retention. A backend that ``supports_staging`` also takes *staged*
+writes: encoded by the instance (:meth:`Backend.stage_pending`), carried in its receipt and
+stored by the commit itself, in its one transaction, so a checkpoint costs one catalog
+transaction however many instances wrote it.
 
 Each committed write of a key group is FULL (restore starts from it) or DIFFERENTIAL (its
 edits apply on top of the previous version). Restoring key group ``g`` as of checkpoint
