@@ -31,6 +31,7 @@ from typing import Any
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Receipt, Storage, open_storage
 from objectspace.keygroups import KeyGroups, check_max_key_groups
 from objectspace.operators.execution import (
+    INLINE_STATE_BYTES,
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,
     BatchStats,
@@ -134,7 +135,9 @@ def simulate(
     fresh ``memory://`` one); ``job``/``operator`` name the state in it, which must hold
     no later checkpoint than the batches. ``output_columns`` (optional) plays the
     runner's ``output_schema``: an output row with another column is refused, and every
-    output row gets every column (``None`` where missing).
+    output row gets every column (``None`` where missing). Saves are staged as the
+    runner's tasks' are by default (their blocks travel with the receipts and the commit
+    stores them), so a failed attempt leaves nothing behind here either.
 
     Time, as the runner's: ``time_mode`` (``None``, ``"event"``, ``"processing"``),
     ``event_time``, ``watermark_delay``, ``late_rows`` and ``on_timer``; ``batch_times``:
@@ -230,6 +233,7 @@ def _run_batch(
         order_columns=order_columns,
         output_columns=None if columns is None else (*columns, RECEIPT_COLUMN),
         time=timing,
+        stage_bytes=INLINE_STATE_BYTES // parallelism,  # as the runner's tasks
     )
     single = len(sim.key_columns) == 1
     by_instance: dict[int, list[Row]] = {}

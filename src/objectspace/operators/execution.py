@@ -265,6 +265,12 @@ class TimePlan:
     due: frozenset[int] = frozenset()
 
 
+INLINE_STATE_BYTES = 16 * 1024 * 1024
+"""How many bytes of saved state a batch's tasks send with their receipts by default, split
+among them (``StatefulRunner(inline_state_bytes=...)``; :func:`objectspace.testing.simulate`
+stages the same way)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TaskPlan:
     """Everything the tasks of one batch need, fixed by the driver and pickled to them.

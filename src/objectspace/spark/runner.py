@@ -21,6 +21,7 @@ from objectspace.checkpoint import (
 from objectspace.errors import CheckpointError
 from objectspace.keygroups import check_max_key_groups, spark_instance_expr
 from objectspace.operators.execution import (
+    INLINE_STATE_BYTES,
     TIME_OPERATOR_SUFFIX,
     TaskPlan,
     TimeDriver,
@@ -162,7 +163,7 @@ class StatefulRunner:
         watermark_delay: Any = None,
         late_rows: str = "drop",
         inline_output_bytes: int = 16 * 1024 * 1024,
-        inline_state_bytes: int = 16 * 1024 * 1024,
+        inline_state_bytes: int = INLINE_STATE_BYTES,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
