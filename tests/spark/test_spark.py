@@ -500,10 +500,30 @@ def test_output_larger_than_expected_after_inline_batches_is_recomputed(
     assert dump_state(url, "recompute-inline", "sum7") == simulate(sum7, batches)[1]
 
 
-def test_inline_output_bytes_is_checked(tmp_path: Any) -> None:
+@pytest.mark.parametrize("option", ["inline_output_bytes", "inline_state_bytes"])
+def test_inline_bytes_are_checked(tmp_path: Any, option: str) -> None:
     for bad in (-1, 1 << 40, 1.5, True):
-        with pytest.raises(ValueError, match="inline_output_bytes"):
-            sum7_runner(sqlite_url(tmp_path), "bad", 1, inline_output_bytes=bad)
+        with pytest.raises(ValueError, match=option):
+            sum7_runner(sqlite_url(tmp_path), "bad", 1, **{option: bad})
+
+
+def test_small_saves_travel_with_the_receipts(spark: Any, tmp_path: Any) -> None:
+    # Staged (the default), a batch's state is stored by the driver's commit: one segment
+    # file per batch; with inline_state_bytes=0 each task stores its own.
+    batches = SUM7_BATCHES[:2]
+    files = {}
+    for budget in (0, 1 << 20):
+        root = tmp_path / f"b{budget}"
+        root.mkdir()
+        url = f"file://{root}/seg?catalog=sqlite:///{root}/catalog.db"
+        runner = sum7_runner(url, "staged", 3, inline_state_bytes=budget, retain=None)
+        for n, batch in enumerate(batches):
+            runner.process(to_df(spark, batch), n)
+        files[budget] = len(runner.storage.backend.segments())
+        assert dump_state(url, "staged", "sum7") == simulate(sum7, batches)[1]
+        runner.close()
+    assert files[1 << 20] == len(batches)
+    assert files[0] > len(batches)
 
 
 def test_output_sent_with_a_receipt_is_checked(spark: Any, tmp_path: Any) -> None:
