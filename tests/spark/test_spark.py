@@ -519,7 +519,8 @@ def test_small_saves_travel_with_the_receipts(spark: Any, tmp_path: Any) -> None
         runner = sum7_runner(url, "staged", 3, inline_state_bytes=budget, retain=None)
         for n, batch in enumerate(batches):
             runner.process(to_df(spark, batch), n)
-        files[budget] = len(runner.storage.backend.segments())
+        backend: Any = runner.storage.backend
+        files[budget] = len(backend.segments())
         assert dump_state(url, "staged", "sum7") == simulate(sum7, batches)[1]
         runner.close()
     assert files[1 << 20] == len(batches)
