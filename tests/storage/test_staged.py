@@ -190,3 +190,27 @@ def test_a_failed_staged_commit_leaves_a_segment_file_for_the_gc(storage: osp.St
     assert backend.segments() == []
     assert job.commit(0, [receipt]) is True
     assert read_all(job.operator("op"), 1)
+
+
+def test_a_staged_head_must_have_the_parent_the_instance_built_on(storage: osp.Storage) -> None:
+    job, op, instances = setup(storage, "parent", p=1)
+    (inst,) = instances
+    work = Workload(op, seed=8)
+    work.step(instances, 0, touched=30)
+    staged_round(job, instances, 0)
+    work.step(instances, 1, touched=30)
+    inst.save(1, stage_bytes=STAGE)
+    saved = inst.pending_save
+    assert saved is not None
+    write = saved.writes[0]
+    before = inst.heads()  # the staged writes show as (0, version)
+    assert before[write.key_group] == (write.write_id, 1)
+    committed = storage.backend.heads("parent", "op", range(MAX_KG), 0)
+    parent = committed[write.key_group][0]
+    if not stages(storage):
+        return
+    head = (99, 1, write.digest, parent)
+    assert inst.is_staged_head(write.key_group, write, head)
+    assert not inst.is_staged_head(write.key_group, write, (99, 1, write.digest, parent + 1))
+    assert not inst.is_staged_head(write.key_group, write, (99, 2, write.digest, parent))
+    assert not inst.is_staged_head(write.key_group, write, (99, 1, None, parent))

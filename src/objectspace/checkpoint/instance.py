@@ -294,8 +294,9 @@ class Instance:
     def staged_heads(self) -> dict[int, int] | None:
         """For a pending staged save: the ids its writes got in the commit, per key group,
         read from the store (``{}``: no staged writes), or ``None`` when a key group's
-        committed head as of the saved checkpoint is not the block the save staged (its
-        digest and version differ), so the save was not the one committed."""
+        committed head as of the saved checkpoint is not the block the save staged, made
+        on top of the write this instance built on (its version, digest or parent
+        differ), so the save was not the one committed."""
         if self._saved is None:
             return {}
         checkpoint_id, writes = self._saved
@@ -309,10 +310,20 @@ class Instance:
         ids = {}
         for key_group, write in staged.items():
             head = stored.get(key_group)
-            if head is None or head[1] != write.version or head[2] != write.digest:
+            if head is None or not self.is_staged_head(key_group, write, head):
                 return None
             ids[key_group] = head[0]
         return ids
+
+    def is_staged_head(
+        self, key_group: int, write: WriteInfo, head: tuple[int, int, int | None, int | None]
+    ) -> bool:
+        """Whether ``head`` (:meth:`Backend.head_digests`) is the write this instance staged
+        for ``key_group``: the same version and block digest, made on top of the same
+        write (the key group's head before the save; ``0``: none)."""
+        before = self._heads.get(key_group)
+        parent = 0 if before is None else before[0]
+        return head[1] == write.version and head[2] == write.digest and head[3] == parent
 
     def heads(self) -> dict[int, tuple[int, int] | None]:
         """Per loaded key group, the (write id, version) of the newest write its state

@@ -188,9 +188,10 @@ class _InstanceTask:
         gave the save's staged writes, by key group (``{}``: none staged).
 
         A staged write had no id when the instance saved it: the chain must end, at the
-        saved version, with a write of the very block it staged (its xxh64 digest) made on
-        top of the head it held before (the commit checked that parent), so the stored
-        state of that key group is the state the save captured."""
+        saved version, with a write of the very block it staged (its xxh64 digest) whose
+        parent is the head the instance held before (:meth:`Instance.is_staged_head`;
+        the commit checked that parent was the committed head), so the stored state of
+        that key group is the state the save captured."""
         plan = self.plan
         heads = instance.heads()
         if heads.keys() != instance.loaded().keys() or plan.base is None:
@@ -213,7 +214,7 @@ class _InstanceTask:
             if write is None:
                 if (None if got is None else got[:2]) != head:
                     return None
-            elif got is None or got[1] != write.version or got[2] != write.digest:
+            elif got is None or not instance.is_staged_head(key_group, write, got):
                 return None
             else:
                 ids[key_group] = got[0]

@@ -209,9 +209,9 @@ class Backend(ABC):
 
     def head_digests(
         self, job: str, operator: str, key_groups: range, as_of: int
-    ) -> dict[int, tuple[int, int, int | None]]:
-        """As :meth:`heads`, with each head's block digest: ``(write id, version, digest)``
-        (``None``: a write stored before digests)."""
+    ) -> dict[int, tuple[int, int, int | None, int | None]]:
+        """As :meth:`heads`, with each head's block digest and parent: ``(write id,
+        version, digest, parent)`` (``None``: a write stored before digests, or parents)."""
         raise NotImplementedError(f"{type(self).__name__} does not stage writes")
 
     @abstractmethod

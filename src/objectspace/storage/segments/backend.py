@@ -254,7 +254,7 @@ class SegmentBackend(Backend):
 
     def head_digests(
         self, job: str, operator: str, key_groups: range, as_of: int
-    ) -> dict[int, tuple[int, int, int | None]]:
+    ) -> dict[int, tuple[int, int, int | None, int | None]]:
         self._ready()
         return self.catalog.head_digests(job, operator, key_groups, as_of)
 

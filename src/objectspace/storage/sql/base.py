@@ -656,21 +656,25 @@ class SQLBackend(SegmentQueries):
 
     def head_digests(
         self, job: str, operator: str, key_groups: range, as_of: int
-    ) -> dict[int, tuple[int, int, int | None]]:
+    ) -> dict[int, tuple[int, int, int | None, int | None]]:
         heads = self.heads(job, operator, key_groups, as_of)
 
-        def work(tx: Tx) -> dict[int, int | None]:
-            digests: dict[int, int | None] = {}
+        def work(tx: Tx) -> dict[int, tuple[int | None, int | None]]:
+            found: dict[int, tuple[int | None, int | None]] = {}
             for chunk in _chunks(sorted(wid for wid, _ in heads.values())):
-                for wid, digest in tx.all(
-                    f"SELECT id, digest FROM ckpt_writes WHERE id IN ({_marks(len(chunk))})",
+                for wid, digest, parent in tx.all(
+                    "SELECT id, digest, parent FROM ckpt_writes "
+                    f"WHERE id IN ({_marks(len(chunk))})",
                     list(chunk),
                 ):
-                    digests[int(wid)] = None if digest is None else int(digest)
-            return digests
+                    found[int(wid)] = (
+                        None if digest is None else int(digest),
+                        None if parent is None else int(parent),
+                    )
+            return found
 
-        digests = self._run("reading chain heads", work, write=False)
-        return {g: (wid, v, digests.get(wid)) for g, (wid, v) in heads.items()}
+        found = self._run("reading chain heads", work, write=False)
+        return {g: (wid, v, *found.get(wid, (None, None))) for g, (wid, v) in heads.items()}
 
     # -- trained dictionaries ---------------------------------------------------------------
 
