@@ -182,27 +182,22 @@ class Job:
                     f"{where} ran at parallelism {receipt.parallelism}, another at {p}"
                 )
             bases.add(receipt.base)
-            for key_group, write_id in receipt.writes:
-                first = owners.setdefault((receipt.operator, key_group), receipt)
-                if first is not receipt:
-                    raise CheckpointError(
-                        f"key group {key_group} of operator {receipt.operator!r} is reported "
-                        f"by two receipts (instances {first.index} and {receipt.index})"
-                    )
-                write_ids.append(write_id)
             for write in receipt.staged:
                 if write.operator != receipt.operator or write.attempt != receipt.attempt:
                     raise CheckpointError(
                         f"{where} carries a staged write of operator {write.operator!r} "
                         f"(attempt {write.attempt})"
                     )
-                first = owners.setdefault((receipt.operator, write.key_group), receipt)
+            written = [g for g, _ in receipt.writes] + [w.key_group for w in receipt.staged]
+            for key_group in written:
+                first = owners.setdefault((receipt.operator, key_group), receipt)
                 if first is not receipt:
                     raise CheckpointError(
-                        f"key group {write.key_group} of operator {receipt.operator!r} is "
-                        f"reported by two receipts (instances {first.index} and {receipt.index})"
+                        f"key group {key_group} of operator {receipt.operator!r} is reported "
+                        f"by two receipts (instances {first.index} and {receipt.index})"
                     )
-                staged.append(write)
+            write_ids.extend(write_id for _, write_id in receipt.writes)
+            staged.extend(receipt.staged)
         if len(bases) > 1:
             raise CheckpointError(
                 f"checkpoint {checkpoint_id}: receipts were made on top of different "
@@ -210,14 +205,17 @@ class Job:
             )
         base = bases.pop() if bases else self.last_checkpoint()
         try:
-            if staged:
-                committed = self.backend.commit(
-                    self.name, checkpoint_id, base, write_ids, parallelism, self.epoch, staged
-                )
-            else:
-                committed = self.backend.commit(
-                    self.name, checkpoint_id, base, write_ids, parallelism, self.epoch
-                )
+            # staged writes only when there are some: a backend that does not stage need
+            # not take the argument
+            committed = self.backend.commit(
+                self.name,
+                checkpoint_id,
+                base,
+                write_ids,
+                parallelism,
+                self.epoch,
+                *((staged,) if staged else ()),
+            )
         except CheckpointConflictError:
             for receipt in receipts:
                 self._lost.setdefault(receipt.attempt, checkpoint_id)

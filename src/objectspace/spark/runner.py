@@ -80,6 +80,13 @@ _MAX_INLINE_BYTES = _MAX_RECEIPT_BYTES // 2
 _MAX_INLINE_STATE_BYTES = _MAX_RECEIPT_BYTES // 4
 
 
+def _bytes_option(name: str, value: object, most: int) -> int:
+    """``value`` if it is a number of bytes in 0..``most``, else :class:`ValueError`."""
+    if type(value) is not int or not 0 <= value <= most:
+        raise ValueError(f"{name} is a number of bytes in 0..{most}, not {value!r}")
+    return value
+
+
 class StatefulRunner:
     """Runs a keyed stateful function over Spark DataFrames with checkpointed object spaces.
 
@@ -219,26 +226,12 @@ class StatefulRunner:
         if history is not None and (not isinstance(history, int) or history < 0):
             raise ValueError(f"history is a number of batches >= 0 or None, not {history!r}")
         self.history: deque[BatchStats] = deque(maxlen=history)
-        if (
-            not isinstance(inline_output_bytes, int)
-            or isinstance(inline_output_bytes, bool)
-            or not 0 <= inline_output_bytes <= _MAX_INLINE_BYTES
-        ):
-            raise ValueError(
-                f"inline_output_bytes is a number of bytes in 0..{_MAX_INLINE_BYTES}, "
-                f"not {inline_output_bytes!r}"
-            )
-        self.inline_output_bytes = inline_output_bytes
-        if (
-            not isinstance(inline_state_bytes, int)
-            or isinstance(inline_state_bytes, bool)
-            or not 0 <= inline_state_bytes <= _MAX_INLINE_STATE_BYTES
-        ):
-            raise ValueError(
-                f"inline_state_bytes is a number of bytes in 0..{_MAX_INLINE_STATE_BYTES}, "
-                f"not {inline_state_bytes!r}"
-            )
-        self.inline_state_bytes = inline_state_bytes
+        self.inline_output_bytes = _bytes_option(
+            "inline_output_bytes", inline_output_bytes, _MAX_INLINE_BYTES
+        )
+        self.inline_state_bytes = _bytes_option(
+            "inline_state_bytes", inline_state_bytes, _MAX_INLINE_STATE_BYTES
+        )
         self._persisted: DataFrame | None = None
         self._parsed_schemas: tuple[StructType, pa.Schema] | None = None
         # Whether the last batch left output rows in its result (see process).

@@ -174,7 +174,6 @@ class Backend(ABC):
 
     # -- writing ----------------------------------------------------------------------------
 
-    @abstractmethod
     def write_pending(
         self,
         job: str,
@@ -183,7 +182,11 @@ class Backend(ABC):
         attempt: str,
         parts: Sequence[PendingPart],
     ) -> list[WriteInfo]:
-        """Store each part as a pending write at ``version``; return them in order."""
+        """Store each part as a pending write at ``version``; return them in order. This
+        default stages the parts and writes them (:meth:`stage_pending`,
+        :meth:`write_staged`); a backend that does not stage overrides it."""
+        staged = self.stage_pending(job, operator, version, attempt, parts)
+        return self.write_staged(job, operator, version, attempt, staged)
 
     supports_staging = False
     """Whether :meth:`stage_pending`, :meth:`write_staged` and ``commit(staged=...)`` work."""

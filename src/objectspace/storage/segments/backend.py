@@ -67,7 +67,7 @@ from objectspace.storage.contract import (
     WriteSummary,
 )
 from objectspace.storage.segments.codec import MAGIC
-from objectspace.storage.sql.catalog import SegmentCatalog, SegmentPlacement
+from objectspace.storage.sql.catalog import SegmentCatalog, SegmentPlacement, stage_parts
 from objectspace.storage.urls import redact_text, redact_url
 from objectspace.tables import TableChanges
 
@@ -389,22 +389,6 @@ class SegmentBackend(Backend):
 
     supports_staging = True
 
-    def write_pending(
-        self,
-        job: str,
-        operator: str,
-        version: int,
-        attempt: str,
-        parts: Sequence[PendingPart],
-    ) -> list[WriteInfo]:
-        return self.write_staged(
-            job,
-            operator,
-            version,
-            attempt,
-            self.stage_pending(job, operator, version, attempt, parts),
-        )
-
     def stage_pending(
         self,
         job: str,
@@ -413,38 +397,9 @@ class SegmentBackend(Backend):
         attempt: str,
         parts: Sequence[PendingPart],
     ) -> list[StagedWrite]:
-        if not parts:
-            return []
-        heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
-        head_ids = self.catalog.table_ids(heads)
-        dictionary = self.catalog.operator_dictionary(job, operator)
-        payloads: list[bytes] | None = [] if dictionary is None else None
-        staged = []
-        for part in parts:
-            block, rows = encode_block(
-                part.changes,
-                part.full,
-                self.full_level if part.full else self.level,
-                head_ids,
-                dictionary,
-                payloads,
-            )
-            staged.append(
-                StagedWrite(
-                    operator,
-                    part.key_group,
-                    version,
-                    attempt,
-                    part.full,
-                    block,
-                    rows,
-                    part.parent,
-                    block_digest(block),
-                )
-            )
-        if payloads:
-            self.catalog.offer_dictionary(job, operator, payloads)
-        return staged
+        return stage_parts(
+            self.catalog, job, operator, version, attempt, parts, (self.level, self.full_level)
+        )
 
     def write_staged(
         self, job: str, operator: str, version: int, attempt: str, staged: Sequence[StagedWrite]

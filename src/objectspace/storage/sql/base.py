@@ -55,7 +55,7 @@ from objectspace.storage.contract import (
     WriteInfo,
     WriteSummary,
 )
-from objectspace.storage.sql.catalog import SegmentEntry, SegmentPlacement
+from objectspace.storage.sql.catalog import SegmentEntry, SegmentPlacement, stage_parts
 from objectspace.storage.sql.schema import DROPPED_INDEXES, Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries
 from objectspace.storage.urls import redact_url
@@ -413,6 +413,9 @@ class SQLBackend(SegmentQueries):
         """Ids of the table folders ``names``, interning the missing ones (a transaction
         only when some are new)."""
         wanted = set(names)
+        cache = self._table_ids
+        if all(name in cache for name in wanted):
+            return {name: cache[name] for name in wanted}
         ids = self._run(
             "reading table names", lambda tx: self._known_table_ids(tx, wanted), write=False
         )
@@ -543,22 +546,6 @@ class SQLBackend(SegmentQueries):
 
     supports_staging = True
 
-    def write_pending(
-        self,
-        job: str,
-        operator: str,
-        version: int,
-        attempt: str,
-        parts: Sequence[PendingPart],
-    ) -> list[WriteInfo]:
-        return self.write_staged(
-            job,
-            operator,
-            version,
-            attempt,
-            self.stage_pending(job, operator, version, attempt, parts),
-        )
-
     def stage_pending(
         self,
         job: str,
@@ -567,49 +554,7 @@ class SQLBackend(SegmentQueries):
         attempt: str,
         parts: Sequence[PendingPart],
     ) -> list[StagedWrite]:
-        if not parts:
-            return []
-        heads = {h for part in parts for h in block_heads(part.changes)}
-
-        def read(tx: Tx) -> tuple[int, dict[str, int], Dictionary | None]:
-            op_id = self._operator_id(tx, job, operator)
-            return op_id, self._known_table_ids(tx, heads), self._operator_dictionary_tx(tx, op_id)
-
-        what = f"writing checkpoint {version} of {job}/{operator}"
-        op_id, ids, dictionary = self._run(what, read, write=False)
-        if len(ids) < len(heads):  # table names never stored yet: intern them first
-            ids = self._run(what, lambda tx: self._intern_tables(tx, heads))
-        self._remember(ids)
-        if dictionary is not None:
-            self._remember_dictionary(op_id, dictionary)
-        payloads: list[bytes] | None = [] if dictionary is None else None
-        staged = []
-        for part in parts:
-            block, count = encode_block(
-                part.changes, part.full, head_ids=ids, dictionary=dictionary, payloads=payloads
-            )
-            staged.append(
-                StagedWrite(
-                    operator,
-                    part.key_group,
-                    version,
-                    attempt,
-                    part.full,
-                    block,
-                    count,
-                    part.parent,
-                    block_digest(block),
-                )
-            )
-        if payloads:
-            data = sample(f"{self.url}#{op_id}", payloads)
-            if data is not None:
-                trained = self._run(
-                    "storing the operator's dictionary",
-                    lambda tx: self._store_dictionary_tx(tx, op_id, data),
-                )
-                self._remember_dictionary(op_id, trained)
-        return staged
+        return stage_parts(self, job, operator, version, attempt, parts)
 
     def write_staged(
         self, job: str, operator: str, version: int, attempt: str, staged: Sequence[StagedWrite]
@@ -657,9 +602,8 @@ class SQLBackend(SegmentQueries):
     def head_digests(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, tuple[int, int, int | None, int | None]]:
-        heads = self.heads(job, operator, key_groups, as_of)
-
-        def work(tx: Tx) -> dict[int, tuple[int | None, int | None]]:
+        def work(tx: Tx) -> dict[int, tuple[int, int, int | None, int | None]]:
+            heads = self._heads_as_of(tx, self._operator_id(tx, job, operator), key_groups, as_of)
             found: dict[int, tuple[int | None, int | None]] = {}
             for chunk in _chunks(sorted(wid for wid, _ in heads.values())):
                 for wid, digest, parent in tx.all(
@@ -671,10 +615,9 @@ class SQLBackend(SegmentQueries):
                         None if digest is None else int(digest),
                         None if parent is None else int(parent),
                     )
-            return found
+            return {g: (wid, v, *found.get(wid, (None, None))) for g, (wid, v) in heads.items()}
 
-        found = self._run("reading chain heads", work, write=False)
-        return {g: (wid, v, *found.get(wid, (None, None))) for g, (wid, v) in heads.items()}
+        return self._run("reading chain heads", work, write=False)
 
     # -- trained dictionaries ---------------------------------------------------------------
 
@@ -1317,26 +1260,32 @@ class SQLBackend(SegmentQueries):
         write of :meth:`chains` is: the highest (version, id)."""
 
         def work(tx: Tx) -> dict[int, tuple[int, int]]:
-            op_id = self._operator_id(tx, job, operator)
-            heads: dict[int, tuple[int, int]] = {}
-            for group, head, version in tx.all(
-                "SELECT key_group, head, version FROM ckpt_heads "
-                "WHERE op = ? AND key_group >= ? AND key_group < ?",
-                (op_id, key_groups.start, key_groups.stop),
-            ):
-                if int(version) <= as_of:
-                    heads[int(group)] = (int(head), int(version))
-                    continue
-                row = tx.one(
-                    "SELECT id, version FROM ckpt_writes WHERE op = ? AND committed = 1 "
-                    "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
-                    (op_id, group, as_of),
-                )
-                if row is not None:
-                    heads[int(group)] = (int(row[0]), int(row[1]))
-            return heads
+            return self._heads_as_of(tx, self._operator_id(tx, job, operator), key_groups, as_of)
 
         return self._run("reading chain heads", work, write=False)
+
+    @staticmethod
+    def _heads_as_of(
+        tx: Tx, op_id: int, key_groups: range, as_of: int
+    ) -> dict[int, tuple[int, int]]:
+        """:meth:`heads` in ``tx``."""
+        heads: dict[int, tuple[int, int]] = {}
+        for group, head, version in tx.all(
+            "SELECT key_group, head, version FROM ckpt_heads "
+            "WHERE op = ? AND key_group >= ? AND key_group < ?",
+            (op_id, key_groups.start, key_groups.stop),
+        ):
+            if int(version) <= as_of:
+                heads[int(group)] = (int(head), int(version))
+                continue
+            row = tx.one(
+                "SELECT id, version FROM ckpt_writes WHERE op = ? AND committed = 1 "
+                "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
+                (op_id, group, as_of),
+            )
+            if row is not None:
+                heads[int(group)] = (int(row[0]), int(row[1]))
+        return heads
 
     def _blocks_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
         """Each write's block with the catalog's record of it, in order: one query per 500

@@ -11,10 +11,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
-from objectspace.storage.blocks import Block, Dictionary
-from objectspace.storage.contract import Backend, StagedWrite, WriteInfo
+from objectspace.storage.blocks import Block, Dictionary, block_digest, block_heads, encode_block
+from objectspace.storage.contract import Backend, PendingPart, StagedWrite, WriteInfo
 
-__all__ = ["SegmentCatalog", "SegmentEntry", "SegmentPlacement"]
+__all__ = ["SegmentCatalog", "SegmentEntry", "SegmentPlacement", "stage_parts"]
 
 SegmentEntry = tuple[int, bool, int, int, int, int, int]
 """A key group's block in a segment file: (key group, full, bytes, rows, offset, length,
@@ -140,3 +140,44 @@ class SegmentCatalog(Backend):
     @abstractmethod
     def segments(self) -> list[tuple[str, int, float | None]]:
         """Every known segment file: (path, bytes, stamped time or None)."""
+
+
+def stage_parts(
+    catalog: SegmentCatalog,
+    job: str,
+    operator: str,
+    version: int,
+    attempt: str,
+    parts: Sequence[PendingPart],
+    levels: tuple[int, int] = (3, 3),
+) -> list[StagedWrite]:
+    """:meth:`Backend.stage_pending` against ``catalog``'s table ids and trained dictionary,
+    shared by SQL and segment storage: each part encoded as one block (zstd ``levels``:
+    differential, full), new table names interned, payloads offered for training."""
+    if not parts:
+        return []
+    heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
+    head_ids = catalog.table_ids(heads)
+    dictionary = catalog.operator_dictionary(job, operator)
+    payloads: list[bytes] | None = [] if dictionary is None else None
+    staged = []
+    for part in parts:
+        block, rows = encode_block(
+            part.changes, part.full, levels[part.full], head_ids, dictionary, payloads
+        )
+        staged.append(
+            StagedWrite(
+                operator,
+                part.key_group,
+                version,
+                attempt,
+                part.full,
+                block,
+                rows,
+                part.parent,
+                block_digest(block),
+            )
+        )
+    if payloads:
+        catalog.offer_dictionary(job, operator, payloads)
+    return staged
