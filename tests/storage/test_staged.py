@@ -214,3 +214,33 @@ def test_a_staged_head_must_have_the_parent_the_instance_built_on(storage: osp.S
     assert not inst.is_staged_head(write.key_group, write, (99, 1, write.digest, parent + 1))
     assert not inst.is_staged_head(write.key_group, write, (99, 2, write.digest, parent))
     assert not inst.is_staged_head(write.key_group, write, (99, 1, None, parent))
+
+
+def test_writes_a_commit_stores_keep_no_attempt_name(storage: osp.Storage) -> None:
+    """A byte-saving detail of SQL catalogs: the writes a commit stores itself are never
+    pending outside it, so their rows keep no attempt name; ``created`` is whole seconds
+    (a 4-byte integer in SQLite, not an 8-byte float)."""
+    from objectspace.storage.sql import SQLBackend
+
+    backend = storage.backend
+    sql = backend if isinstance(backend, SQLBackend) else getattr(backend, "catalog", None)
+    if not isinstance(sql, SQLBackend) or not stages(storage):
+        pytest.skip("not a SQL catalog")
+    job, op, instances = setup(storage, "attempts", p=2)
+    work = Workload(op, seed=5)
+    work.step(instances, 0)
+    staged_round(job, instances, 0)
+    work.step(instances, 1)
+    receipts = [inst.save(1, stage_bytes=0) for inst in instances]  # stored at save time
+    job.commit(1, receipts)
+    rows = sql._run(
+        "reading writes",
+        lambda tx: tx.all("SELECT version, attempt, created FROM ckpt_writes"),
+        write=False,
+    )
+    attempts = {inst.attempt for inst in instances}
+    assert {a for v, a, _ in rows if v == 0} == {""}
+    assert {a for v, a, _ in rows if v == 1} <= attempts
+    assert {a for v, a, _ in rows if v == 1}
+    assert all(float(c) == int(c) for _, _, c in rows)
+    assert read_all(op, 3) == work.snapshot()

@@ -69,6 +69,17 @@ block per write in ``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_row
 
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
+# The attempt name of the writes a commit stores itself (staged writes): an attempt name
+# tells pending writes apart, and these are never pending outside the commit; empty, it
+# costs a row of ``ckpt_writes`` no bytes.
+_COMMITTED_ATTEMPT = ""
+
+
+def _stamp() -> float:
+    """``ckpt_writes.created``: when a write was stored, in whole seconds (SQLite stores a
+    whole ``REAL`` as a 4-byte integer, a fractional one in 8 bytes; nothing reads it
+    finer)."""
+    return float(int(time.time()))
 
 _R = TypeVar("_R")
 
@@ -460,7 +471,7 @@ class SQLBackend(SegmentQueries):
                 nbytes,
                 rows,
                 attempt,
-                time.time(),
+                _stamp(),
                 segment,
                 offset,
                 length,
@@ -574,9 +585,13 @@ class SQLBackend(SegmentQueries):
 
         return self._run(f"writing checkpoint {version} of {job}/{operator}", work)
 
-    def _insert_staged(self, tx: Tx, op_id: int, staged: Sequence[StagedWrite]) -> list[int]:
-        """Insert staged writes of one operator as pending writes with their blocks."""
-        now = time.time()
+    def _insert_staged(
+        self, tx: Tx, op_id: int, staged: Sequence[StagedWrite], *, committing: bool = False
+    ) -> list[int]:
+        """Insert staged writes of one operator as pending writes with their blocks.
+        ``committing``: the commit stores them, and their attempt names are not kept
+        (:data:`_COMMITTED_ATTEMPT`)."""
+        now = _stamp()
         write_ids = self._insert_writes(
             tx,
             [
@@ -587,7 +602,7 @@ class SQLBackend(SegmentQueries):
                     int(w.full),
                     len(w.block),
                     w.rows,
-                    w.attempt,
+                    _COMMITTED_ATTEMPT if committing else w.attempt,
                     now,
                     w.digest,
                     w.parent,
@@ -1006,7 +1021,7 @@ class SQLBackend(SegmentQueries):
                     raise CheckpointError(f"{where}: its block fails its checksum")
             placement = None if segments is None else segments.get(operator)
             if placement is None:
-                stored.extend(self._insert_staged(tx, op_id, writes))
+                stored.extend(self._insert_staged(tx, op_id, writes, committing=True))
                 continue
             (segment_id, path), size, offsets = placement
             self._claim_segment(tx, segment_id, path, size)
@@ -1018,7 +1033,7 @@ class SQLBackend(SegmentQueries):
                         w.key_group,
                         w.version,
                         w.full,
-                        w.attempt,
+                        _COMMITTED_ATTEMPT,
                         len(w.block),
                         w.rows,
                         segment_id,
