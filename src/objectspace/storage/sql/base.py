@@ -81,6 +81,7 @@ def _stamp() -> float:
     finer)."""
     return float(int(time.time()))
 
+
 _R = TypeVar("_R")
 
 
