@@ -83,6 +83,14 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def _entries(obj: PersistedObject) -> int:
+    """How many entries ``obj`` holds (a value: one)."""
+    try:
+        return len(obj)  # type: ignore[arg-type]
+    except TypeError:
+        return 1
+
+
 def _check_id(object_id: object) -> str:
     if not isinstance(object_id, str):
         raise TypeError(f"object ids are str, not {type(object_id).__name__} ({object_id!r})")
@@ -256,6 +264,31 @@ class ObjectSpace:
         return bool(self._dirty or self._pending or self._deleted or self._pending_deleted)
 
     # -- checkpointing ------------------------------------------------------------------------
+
+    def change_rows(self) -> int:
+        """About how many rows a differential save would write now: per changed object its
+        changed slots, metadata and table delete (a new object: all of it), per deleted
+        object its table deletes. An estimate from the edit pages, nothing encoded;
+        O(objects changed)."""
+        rows = (len(_TABLE_SUFFIXES) + 1) * len(self._deleted | self._pending_deleted)
+        for object_id in self._dirty.keys() | self._pending.keys():
+            obj = self._objects[object_id]
+            page = obj._merged_page()
+            if page.new:
+                rows += _entries(obj) + 2
+            else:
+                rows += len(page.slots) + len(page.links) + page.meta + page.cleared
+        return rows
+
+    def whole_rows(self, stop: int) -> int:
+        """About how many rows a full save would write (per object its entries, metadata
+        and index row), counted until the count exceeds ``stop``: O(min(objects, stop))."""
+        rows = 0
+        for obj in self._objects.values():
+            rows += _entries(obj) + 2
+            if rows > stop:
+                break
+        return rows
 
     def save(self, writer: StateWriter) -> None:
         """Emit the edits since the last acknowledged save (or, FULL, every object) to ``writer``.

@@ -496,6 +496,94 @@ def test_retry_after_an_uncommitted_save_keeps_every_edit(storage: osp.Storage) 
     assert list(op.instance(0, 1).space_for_key("k").get_list("l")) == [2, 3, 4]
 
 
+def _clearing_rounds(storage: osp.Storage, name: str, policy: CompactionPolicy) -> list[bool]:
+    """Two lists grown over three rounds (32 kB of floats a round) and both cleared in the
+    fourth, then grown again; whether each round wrote the key group full."""
+    job = storage.job(name)
+    op = job.operator("o", max_key_groups=MAX_KG, compaction=policy)
+    inst = op.instance(0, 1)
+    space = inst.space_for_key("k")
+    lists = [space.create_list("a"), space.create_list("b")]
+    rng = random.Random(7)
+    fulls = []
+    for c in range(7):
+        for lst in lists:
+            if c == 3:
+                lst.clear()
+            else:
+                lst.extend(rng.random() for _ in range(2000))
+        (receipt,) = commit_round(job, [inst], c)
+        assert receipt.rows_written
+        (chain,) = job.backend.chains(name, "o", range(MAX_KG), c).values()
+        fulls.append(chain[-1].full)
+    restored = op.instance(0, 1).space_for_key("k")
+    assert [list(restored.get_list(n)) for n in "ab"] == [list(lst) for lst in lists]
+    return fulls
+
+
+def test_a_cleared_key_group_is_written_full_when_no_larger(storage: osp.Storage) -> None:
+    """``full_when_smaller``: the round that clears the lists writes the key group whole
+    (two empty lists: no more rows than the clears' changes), so the chain starts again
+    there; without it the chain goes on from the first full write."""
+    assert _clearing_rounds(storage, "smaller", CompactionPolicy()) == [
+        True,
+        False,
+        False,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert _clearing_rounds(storage, "ratio", CompactionPolicy(full_when_smaller=False)) == [
+        True,
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+    ]
+    # The clear's full write costs about what its differential write does, and the chain
+    # restarting there spares the ratio's later rewrite of the regrown lists (round 6).
+    smaller = {i.checkpoint_id: i.bytes for i in storage.job("smaller").checkpoint_info()}
+    ratio = {i.checkpoint_id: i.bytes for i in storage.job("ratio").checkpoint_info()}
+    assert smaller[3] < 200 and ratio[3] < 200
+    assert sum(smaller.values()) < 0.9 * sum(ratio.values())
+
+
+def test_large_untouched_state_keeps_a_clear_differential(storage: osp.Storage) -> None:
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=MAX_KG)
+    inst = op.instance(0, 1)
+    space = inst.space_for_key("k")
+    space.create_dict("big").update((i, i) for i in range(500))
+    lst = space.create_list("l")
+    lst.extend(range(20))
+    commit_round(job, [inst], 0)
+    lst.append(1)
+    commit_round(job, [inst], 1)
+    lst.clear()
+    commit_round(job, [inst], 2)
+    chains = job.backend.chains("j", "o", range(MAX_KG), 2)
+    assert [[w.full for w in ws] for ws in chains.values()] == [[True, False, False]]
+
+
+def test_retry_of_a_save_written_full_instead_keeps_every_edit(storage: osp.Storage) -> None:
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=MAX_KG)
+    inst = op.instance(0, 1)
+    lst = inst.space_for_key("k").create_list("l")
+    lst.extend(range(40))
+    commit_round(job, [inst], 1)
+    lst.append(40)
+    commit_round(job, [inst], 2)
+    lst.clear()
+    inst.save(3)  # full instead of the clear; its commit never happens
+    lst.extend([7, 8])
+    commit_round(job, [inst], 4)
+    assert list(op.instance(0, 1).space_for_key("k").get_list("l")) == [7, 8]
+
+
 def test_last_checkpoint_and_checkpoints(storage: osp.Storage) -> None:
     job = storage.job("j")
     op = job.operator("o", max_key_groups=MAX_KG)

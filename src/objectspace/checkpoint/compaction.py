@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from objectspace.storage.contract import WriteInfo
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
 
 __all__ = ["CompactionPolicy"]
 
@@ -22,11 +26,20 @@ class CompactionPolicy:
     adds at most about ``1 / max_chain_ratio`` to the bytes written — where a rewrite every
     K checkpoints would rewrite large, slowly changing state again and again. The floor
     keeps a small key group from being rewritten at every few checkpoints while it grows.
+
+    ``full_when_smaller``: a key group with a chain whose whole state would take no more
+    rows than its changes (after a clear, or when most of it was deleted) is written as a
+    full version instead: it costs about what the differential write costs (as many rows;
+    an object's kind row instead of a table delete), and the chain starts again from
+    nearly nothing, where the ratio would later rewrite state that has grown again. The
+    rows are estimated from the edit pages (:meth:`~objectspace.ObjectSpace.change_rows`,
+    :meth:`~objectspace.ObjectSpace.whole_rows`), at a cost bounded by the changes.
     """
 
     max_chain_ratio: float = 3.0
     max_chain_length: int = 64
     min_chain_bytes: int = 64 * 1024
+    full_when_smaller: bool = True
 
     def __post_init__(self) -> None:
         if not self.max_chain_ratio > 0:
@@ -35,6 +48,16 @@ class CompactionPolicy:
             raise ValueError(f"max_chain_length must be >= 1, not {self.max_chain_length!r}")
         if self.min_chain_bytes < 0:
             raise ValueError(f"min_chain_bytes must be >= 0, not {self.min_chain_bytes!r}")
+
+    def full_instead(self, chain: _Chain, space: ObjectSpace) -> bool:
+        """Whether a key group with a chain, due a differential write, is written full
+        instead because its whole state is no larger than its changes (see
+        ``full_when_smaller``)."""
+        if not self.full_when_smaller or not chain.length:
+            return False
+        changes = space.change_rows()
+        # A full write holds at least two rows per object: skip the count when it cannot win.
+        return 2 * len(space) <= changes and space.whole_rows(changes) <= changes
 
     def needs_full(self, chain: _Chain) -> bool:
         if chain.full_bytes is None:

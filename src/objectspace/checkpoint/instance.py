@@ -204,7 +204,8 @@ class Instance:
             for key_group, space in self._spaces.items():
                 if not space.is_dirty:
                     continue  # an unchanged key group needs no new version, nor compaction
-                full = op.compaction.needs_full(self._chains[key_group])
+                chain = self._chains[key_group]
+                full = op.compaction.needs_full(chain) or op.compaction.full_instead(chain, space)
                 writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
                 space.save(writer)
                 head = self._heads.get(key_group)
