@@ -14,7 +14,12 @@ Two parts, each variant on its own fresh loop-mounted ext4 volume (``benchmarks/
 2. **objectspace's storage without Spark.** The Buffer workload (1,000 keys, list buffer of
    100, 2 float events per key per checkpoint, 60 checkpoints, 128 key groups) saved by 4
    instances and committed, as the runner does at parallelism 4, and by 1 instance, on
-   ``sqlite:///`` and on ``file://`` segments with a SQLite catalog.
+   ``sqlite:///`` and on ``file://`` segments with a SQLite catalog; where ``sqlite:///``'s
+   WAL pages go, per table and index.
+3. **The throughput workload on storage** (10,000 keys x 10 events, 20 checkpoints),
+   with and without ``CompactionPolicy.full_when_smaller``.
+4. **Catalog layouts**, emulated on raw SQLite: today's rows per key group against one
+   row per instance and checkpoint.
 
     .venv/bin/python -m benchmarks.bench_diskfloor [--quick] [--no-record]
 """
@@ -35,6 +40,7 @@ from collections.abc import Callable, Sequence
 import objectspace as osp
 from benchmarks.common import fmt_bytes, parse_args, print_table, record, temp_dir
 from benchmarks.diskbytes import tree_size, volume
+from objectspace.checkpoint import CompactionPolicy
 
 COMMITS = 60
 PAYLOAD = 20_000
@@ -43,6 +49,10 @@ CAPACITY = 100
 EVENTS = 2
 KEY_GROUPS = 128
 STAGE_BYTES = 16 * 1024 * 1024
+# the throughput workload of bench_spark: 10,000 keys x 10 events per checkpoint, 20 of them
+THROUGHPUT_KEYS = 10_000
+THROUGHPUT_EVENTS = 10
+THROUGHPUT_CHECKPOINTS = 20
 
 
 def _fsync_folder(path: str) -> None:
@@ -132,24 +142,32 @@ def buffer_workload(
     checkpoints: int,
     before_close: Callable[[], None] | None = None,
     stage_bytes: int = 0,
+    *,
+    keys: int = KEYS,
+    events: int = EVENTS,
+    policy: CompactionPolicy | None = None,
+    fulls: list[int] | None = None,
 ) -> int:
     """The Buffer workload saved by ``parallelism`` instances; returns the logical bytes.
     ``before_close`` runs after the last commit, before the storage closes; ``stage_bytes``
-    as in ``Instance.save`` (the saves' blocks stored by the commit)."""
+    as in ``Instance.save`` (the saves' blocks stored by the commit); ``fulls`` gets the
+    full writes of each checkpoint."""
     storage = osp.open_storage(url)
     try:
         job = storage.job("buffer")
-        op = job.operator("buffer100", max_key_groups=KEY_GROUPS)
+        op = job.operator(
+            "buffer100", max_key_groups=KEY_GROUPS, compaction=policy or CompactionPolicy()
+        )
         instances = [op.instance(i, parallelism) for i in range(parallelism)]
-        owner = [instances[op.key_groups.instance_of_key(k, parallelism)] for k in range(KEYS)]
+        owner = [instances[op.key_groups.instance_of_key(k, parallelism)] for k in range(keys)]
         rng = random.Random(11)
         logical = 0
         for cp in range(checkpoints):
-            for k in range(KEYS):
+            for k in range(keys):
                 space = owner[k].space_for_key(k)
                 oid = f"{k}/buf"
                 buf = space.get_list(oid) if oid in space else space.create_list(oid)
-                for _ in range(EVENTS):
+                for _ in range(events):
                     buf.append(rng.random())
                     if len(buf) == CAPACITY:
                         buf.clear()
@@ -157,12 +175,97 @@ def buffer_workload(
             job.commit(cp, receipts)
             for inst in instances:
                 logical += inst.last_save.bytes_written
+                if fulls is not None:
+                    fulls.append(inst.last_save.full)
                 inst.on_saved()
         if before_close is not None:
             before_close()
         return logical
     finally:
         storage.close()
+
+
+def _url(backend: str, folder: str) -> str:
+    if backend == "sqlite:///":
+        return f"sqlite:///{folder}/state.db"
+    catalog = urllib.parse.urlencode({"catalog": f"sqlite:///{folder}/catalog.db"})
+    return f"file://{folder}/segments?{catalog}"
+
+
+def catalog_layout(packed: bool, block: int) -> Callable[[str, int], None]:
+    """The Buffer workload's catalog and blocks on raw SQLite with the settings of
+    ``sqlite:///`` (WAL, ``synchronous=NORMAL``, 1 KiB pages), one transaction per
+    checkpoint: as stored today (per key group a write row with its index entry, a block
+    row and a head row), or packed (per instance one row holding its key groups' entries
+    and their blocks, one row of every head of the operator)."""
+
+    def run(folder: str, commits: int) -> None:
+        rng = random.Random(3)
+        conn = sqlite3.connect(os.path.join(folder, "state.db"), isolation_level=None)
+        try:
+            conn.execute("PRAGMA page_size=1024")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(
+                "CREATE TABLE writes(id INTEGER PRIMARY KEY, op INT, kg INT, version INT, "
+                "is_full INT, committed INT, bytes INT, rows INT, attempt TEXT, created REAL, "
+                "segment INT, seg_offset INT, seg_length INT, digest INT, parent INT);"
+                "CREATE INDEX writes_versions ON writes(op, version, kg);"
+                "CREATE TABLE blocks(write INTEGER PRIMARY KEY, data BLOB);"
+                "CREATE TABLE heads(op INT, kg INT, head INT, version INT, compaction INT, "
+                "parent INT, PRIMARY KEY (op, kg)) WITHOUT ROWID;"
+                "CREATE TABLE packs(id INTEGER PRIMARY KEY, op INT, version INT, entries BLOB, "
+                "data BLOB);"
+                "CREATE TABLE packed_heads(op INTEGER PRIMARY KEY, data BLOB);"
+                "CREATE TABLE checkpoints(job INT, checkpoint INT, committed_at REAL, "
+                "writes INT, bytes INT, full_writes INT, base INT, epoch INT, "
+                "PRIMARY KEY (job, checkpoint)) WITHOUT ROWID;"
+                "CREATE TABLE jobs(id INTEGER PRIMARY KEY, name TEXT, last INT, epoch INT);"
+                "INSERT INTO jobs VALUES (1, 'buffer', NULL, 0);"
+            )
+            wid = 0
+            for cp in range(commits):
+                conn.execute("BEGIN IMMEDIATE")
+                blocks = [rng.randbytes(block) for _ in range(KEY_GROUPS)]
+                if packed:
+                    per = KEY_GROUPS // 4
+                    for i in range(4):
+                        conn.execute(
+                            "INSERT INTO packs(op, version, entries, data) VALUES (1, ?, ?, ?)",
+                            (
+                                cp,
+                                rng.randbytes(per * 20),
+                                b"".join(blocks[i * per : (i + 1) * per]),
+                            ),
+                        )
+                    conn.execute(
+                        "INSERT OR REPLACE INTO packed_heads VALUES (1, ?)",
+                        (rng.randbytes(KEY_GROUPS * 10),),
+                    )
+                else:
+                    for g, data in enumerate(blocks):
+                        wid += 1
+                        parent = wid - KEY_GROUPS if cp else None
+                        conn.execute(
+                            "INSERT INTO writes VALUES (?, 1, ?, ?, 0, 1, ?, 3, '', ?, NULL, 0, 0, "
+                            "?, ?)",
+                            (wid, g, cp, block, float(cp), rng.getrandbits(63), parent),
+                        )
+                        conn.execute("INSERT INTO blocks VALUES (?, ?)", (wid, data))
+                        conn.execute(
+                            "INSERT OR REPLACE INTO heads VALUES (1, ?, ?, ?, 0, ?)",
+                            (g, wid, cp, parent),
+                        )
+                conn.execute(
+                    "INSERT INTO checkpoints VALUES (1, ?, ?, ?, ?, 0, ?, 0)",
+                    (cp, float(cp), KEY_GROUPS, KEY_GROUPS * block, cp - 1),
+                )
+                conn.execute("UPDATE jobs SET last = ? WHERE id = 1", (cp,))
+                conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    return run
 
 
 def wal_pages(path: str) -> tuple[int, Counter[str], Counter[str]]:
@@ -230,17 +333,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     for backend in ("sqlite:///", "file:// segments"):
         for parallelism, staged in ((4, False), (1, False), (4, True)):
             with volume() as vol:
-                if backend == "sqlite:///":
-                    url = f"sqlite:///{vol.path}/state.db"
-                else:
-                    catalog = urllib.parse.urlencode(
-                        {"catalog": f"sqlite:///{vol.path}/catalog.db"}
-                    )
-                    url = f"file://{vol.path}/segments?{catalog}"
                 logical = buffer_workload(
-                    url, parallelism, checkpoints, stage_bytes=STAGE_BYTES if staged else 0
+                    _url(backend, vol.path),
+                    parallelism,
+                    checkpoints,
+                    stage_bytes=STAGE_BYTES if staged else 0,
                 )
                 size = tree_size(vol.path)
+            if staged and backend == "sqlite:///":
+                staged_logical = logical
             rows.append(
                 [
                     backend,
@@ -331,6 +432,76 @@ def main(argv: Sequence[str] | None = None) -> None:
         ],
         table_rows,
     )
+    # The throughput workload, with and without CompactionPolicy.full_when_smaller.
+    through = THROUGHPUT_CHECKPOINTS // (4 if args.quick else 1)
+    rows = []
+    for backend in ("sqlite:///", "file:// segments"):
+        for smaller in (False, True):
+            fulls: list[int] = []
+            with volume() as vol:
+                logical = buffer_workload(
+                    _url(backend, vol.path),
+                    4,
+                    through,
+                    stage_bytes=STAGE_BYTES,
+                    keys=THROUGHPUT_KEYS,
+                    events=THROUGHPUT_EVENTS,
+                    policy=CompactionPolicy(full_when_smaller=smaller),
+                    fulls=fulls,
+                )
+                size = tree_size(vol.path)
+            rows.append(
+                [
+                    backend,
+                    "on" if smaller else "off",
+                    f"{sum(fulls):,}",
+                    fmt_bytes(logical),
+                    fmt_bytes(vol.written),
+                    fmt_bytes(size),
+                ]
+            )
+            print(rows[-1], flush=True)
+    throughput = print_table(
+        [
+            "storage",
+            "full_when_smaller",
+            "full writes",
+            "logical bytes",
+            "bytes at the disk",
+            "files at end",
+        ],
+        rows,
+    )
+    # The catalog's layout, emulated on raw SQLite with the Buffer workload's block sizes.
+    block = round(staged_logical / (checkpoints * KEY_GROUPS))
+    rows = []
+    for label, packed in (
+        ("today's: per key group a write row, index entry, block row and head row", False),
+        ("packed: per instance one row (entries and blocks), one row of all heads", True),
+    ):
+        with volume() as vol:
+            catalog_layout(packed, block)(vol.path, checkpoints)
+            size = tree_size(vol.path)
+        rows.append(
+            [
+                label,
+                fmt_bytes(checkpoints * KEY_GROUPS * block),
+                fmt_bytes(vol.written),
+                fmt_bytes(size),
+                fmt_bytes(vol.written / checkpoints),
+            ]
+        )
+        print(rows[-1], flush=True)
+    layouts = print_table(
+        [
+            "catalog layout (raw SQLite, WAL, NORMAL, 1 KiB pages)",
+            "blocks",
+            "bytes at the disk",
+            "files at end",
+            "per checkpoint",
+        ],
+        rows,
+    )
     if args.record:
         record(
             "diskfloor",
@@ -374,6 +545,24 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "commit plus the payload: that is what packing an instance's writes of a "
                     "checkpoint into one block and one catalog row, written once per batch, "
                     "could reach.",
+                    f"**The throughput workload on storage** (as `bench_spark`'s: "
+                    f"{THROUGHPUT_KEYS:,} keys x {THROUGHPUT_EVENTS} float events per "
+                    f"checkpoint, {through} checkpoints, list buffer of {CAPACITY}, "
+                    f"{KEY_GROUPS} key groups, 4 instances, staged), with and without "
+                    "`CompactionPolicy.full_when_smaller`: every buffer fills and is "
+                    "cleared in checkpoints 9 and 19; with it those checkpoints write each "
+                    "key group whole (empty lists), which restarts the chains, and no "
+                    "compaction rewrites the regrown buffers later.",
+                    throughput,
+                    f"**The catalog's layout**, emulated on raw SQLite (the settings of "
+                    f"`sqlite:///`, one transaction per checkpoint, {checkpoints} "
+                    f"checkpoints of {KEY_GROUPS} random blocks of {block} bytes, the "
+                    "Buffer workload's mean block as staged above), to measure what "
+                    "packing the catalog would buy before building it: today's rows per "
+                    "key group, or one row per instance and checkpoint with its key "
+                    "groups' entries (20 bytes each) and blocks, and one row of every "
+                    "head.",
+                    layouts,
                 ]
             ),
             title="What a durable commit costs at the disk",
