@@ -459,18 +459,18 @@ def run_instance(
         [(key_group, repr(key), key, key_rows) for (key_group, key), key_rows in groups.items()],
         key=_GROUP_AND_REPR,
     )
-    space = None
+    key_space = None
     space_group = None
     for key_group, text, key, key_rows in ordered:
         if len(key_rows) > 1:
             order_rows(key_rows, order_columns)
         if key_group != space_group:
             t0 = time.perf_counter()
-            space = instance.space(key_group)
+            key_space = instance.space(key_group)
             restore += time.perf_counter() - t0
             space_group = key_group
-        assert space is not None
-        produced = fn(key, key_rows, KeyState(space, prefix_of_repr(text), key, (), clock))
+        assert key_space is not None
+        produced = fn(key, key_rows, KeyState(key_space, prefix_of_repr(text), key, (), clock))
         if type(produced) is not list or produced:
             emit(key, produced)
     if timing is not None:

@@ -372,12 +372,17 @@ def fire_timer(
 ) -> Iterable[Mapping[str, Any]]:
     """The output of the timer at ``when`` (epoch ms) registered by ``key`` in namespace
     ``names``: ``on_timer`` when given, else the operator's own (an operator with
-    ``fire_timer``, as ``chain``, routes it; one with an ``on_timer`` attribute gets it)."""
+    ``fire_timer``, as ``chain``, routes it; one with an ``on_timer`` attribute gets it;
+    an operator of this package may instead have ``_on_timer_ms``, its ``on_timer`` taking
+    the time in epoch ms)."""
     if on_timer is not None:
         return on_timer(key, from_ms(when), root.path(names))
     router = getattr(fn, "fire_timer", None)
     if router is not None:
         return router(key, names, when, root)  # type: ignore[no-any-return]
+    in_ms = getattr(fn, "_on_timer_ms", None)
+    if in_ms is not None:
+        return in_ms(key, when, root.path(names) if names else root)  # type: ignore[no-any-return]
     handler = getattr(fn, "on_timer", None)
     if handler is None:
         raise ObjectSpaceError(
