@@ -356,6 +356,13 @@ def order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
                 if b < a:
                     rows.reverse()
                     return
+        elif len(rows) > 2:
+            # Without a None, distinct values sort as their (None-last) keys would.
+            values = [r[column] for r in rows]
+            if all(v is not None for v in values) and len(set(values)) == len(values):
+                order = sorted(range(len(rows)), key=values.__getitem__)
+                rows[:] = [rows[i] for i in order]
+                return
         keys: list[Any] = [(r[column] is None, r[column]) for r in rows]
     else:
         keys = [by_order(r) for r in rows]
@@ -476,15 +483,18 @@ def run_instance(
     if timing is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
-            for when, prefix, key, path in due_timers(space, now):
-                stats.timers_fired += 1
+            fired = due_timers(space, now)
+            stats.timers_fired += len(fired)
+            for when, prefix, key, path in fired:
                 # A timer of the key's own state holds the key's prefix: no repr of the key.
                 root = (
                     KeyState(space, prefix, key, (), clock)
                     if not path
                     else KeyState.for_key(space, key, clock)
                 )
-                emit(key, fire_timer(plan.fn, timing.options.on_timer, key, path, when, root))
+                produced = fire_timer(fn, timing.options.on_timer, key, path, when, root)
+                if type(produced) is not list or produced:
+                    emit(key, produced)
             due = earliest(space)
             stats.deadlines.append([key_group] if due is None else [key_group, due])
     stats.rows_out = len(out)
