@@ -17,6 +17,7 @@ Driver side: :func:`plan_base` picks the checkpoint a batch runs on (and tells a
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from objectspace.errors import (
     ObjectSpaceError,
     ReservedColumnError,
 )
-from objectspace.operators.state import KeyState
+from objectspace.operators.state import KeyState, prefix_of_repr
 from objectspace.operators.timing import (
     TIME_MODES,
     Clock,
@@ -92,6 +93,7 @@ RESERVED_COLUMNS = (KEY_GROUP_COLUMN, INSTANCE_COLUMN, RECEIPT_COLUMN)
 that uses one is refused with :class:`~objectspace.errors.ReservedColumnError`."""
 
 Row = dict[str, Any]
+_GROUP_AND_REPR = operator.itemgetter(0, 1)
 
 
 def column_names(value: str | Sequence[str], what: str) -> tuple[str, ...]:
@@ -344,6 +346,23 @@ def order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
 
     if len(order_columns) == 1:  # the common case: one (None-last) value per row
         (column,) = order_columns
+        if len(rows) == 2:
+            # A key's two rows (the most common case after one): compare them directly,
+            # as the (None-last) sort keys would compare; equal ones take the tie order.
+            a, b = rows[0][column], rows[1][column]
+            if a is not None and b is not None:
+                if a < b:
+                    return
+                if b < a:
+                    rows.reverse()
+                    return
+        elif len(rows) > 2:
+            # Without a None, distinct values sort as their (None-last) keys would.
+            values = [r[column] for r in rows]
+            if all(v is not None for v in values) and len(set(values)) == len(values):
+                order = sorted(range(len(rows)), key=values.__getitem__)
+                rows[:] = [rows[i] for i in order]
+                return
         keys: list[Any] = [(r[column] is None, r[column]) for r in rows]
     else:
         keys = [by_order(r) for r in rows]
@@ -440,27 +459,42 @@ def run_instance(
                 )
             out.append(row)
 
-    for (key_group, key), key_rows in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))
-    ):
+    fn = plan.fn
+    order_columns = plan.order_columns
+    # Each key's repr once: it orders the keys and names the key's state (key_prefix).
+    ordered = sorted(
+        [(key_group, repr(key), key, key_rows) for (key_group, key), key_rows in groups.items()],
+        key=_GROUP_AND_REPR,
+    )
+    key_space = None
+    space_group = None
+    for key_group, text, key, key_rows in ordered:
         if len(key_rows) > 1:
-            order_rows(key_rows, plan.order_columns)
-        t0 = time.perf_counter()
-        space = instance.space(key_group)
-        restore += time.perf_counter() - t0
-        emit(key, plan.fn(key, key_rows, KeyState.for_key(space, key, clock)))
+            order_rows(key_rows, order_columns)
+        if key_group != space_group:
+            t0 = time.perf_counter()
+            key_space = instance.space(key_group)
+            restore += time.perf_counter() - t0
+            space_group = key_group
+        assert key_space is not None
+        produced = fn(key, key_rows, KeyState(key_space, prefix_of_repr(text), key, (), clock))
+        if type(produced) is not list or produced:
+            emit(key, produced)
     if timing is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
-            for when, prefix, key, path in due_timers(space, now):
-                stats.timers_fired += 1
+            fired = due_timers(space, now)
+            stats.timers_fired += len(fired)
+            for when, prefix, key, path in fired:
                 # A timer of the key's own state holds the key's prefix: no repr of the key.
                 root = (
                     KeyState(space, prefix, key, (), clock)
                     if not path
                     else KeyState.for_key(space, key, clock)
                 )
-                emit(key, fire_timer(plan.fn, timing.options.on_timer, key, path, when, root))
+                produced = fire_timer(fn, timing.options.on_timer, key, path, when, root)
+                if type(produced) is not list or produced:
+                    emit(key, produced)
             due = earliest(space)
             stats.deadlines.append([key_group] if due is None else [key_group, due])
     stats.rows_out = len(out)
@@ -477,17 +511,23 @@ def run_instance(
 def _drop_late(
     groups: dict[tuple[int, Any], list[Row]], timing: TimePlan, stats: TaskStats
 ) -> dict[tuple[int, Any], list[Row]]:
-    """Record the rows' largest event time; drop (and count) the late ones unless kept."""
+    """Record the rows' largest event time; drop (and count) the late ones unless kept.
+    Without a late row dropped, ``groups`` itself (its lists untouched)."""
     column = timing.options.event_time
     assert column is not None
     watermark = timing.clock.watermark
     keep = timing.options.late_rows == "keep"
+    # Below ``floor`` a row is dropped: none when late rows are kept or without a watermark.
+    floor = None if keep else watermark
     largest = stats.max_event_time
-    kept: dict[tuple[int, Any], list[Row]] = {}
+    late: dict[tuple[int, Any], list[Row]] = {}  # the groups with a late row: on-time rows
     what = f"event_time column {column!r}"
+    empty = False
     for group_key, rows in groups.items():
-        on_time: list[Row] = []
-        for row in rows:
+        if not rows:
+            empty = True
+        on_time: list[Row] | None = None
+        for i, row in enumerate(rows):
             value = row.get(column)
             if value is None:
                 raise TimeError(
@@ -496,16 +536,21 @@ def _drop_late(
             ms = value if type(value) is int else to_ms(value, what)
             if ms > largest:
                 largest = ms
-            if watermark is not None and ms < watermark and not keep:
+            if floor is not None and ms < floor:
                 stats.rows_late += 1
-            else:
+                if on_time is None:
+                    on_time = rows[:i]
+            elif on_time is not None:
                 on_time.append(row)
-        if on_time:
-            kept[group_key] = on_time
+        if on_time is not None:
+            late[group_key] = on_time
     stats.max_event_time = largest
     stats.rows_in -= stats.rows_late
-    stats.keys = len(kept)
-    return kept
+    if late or empty:
+        groups = {k: late.get(k, rows) for k, rows in groups.items()}
+        groups = {k: rows for k, rows in groups.items() if rows}
+    stats.keys = len(groups)
+    return groups
 
 
 def finish_task(stats: TaskStats, started: float) -> None:

@@ -92,6 +92,11 @@ def key_prefix(key: Any) -> str:
     return _escape(repr(key)) + "/"
 
 
+def prefix_of_repr(text: str) -> str:
+    """:func:`key_prefix` of a key whose ``repr`` is ``text`` (a caller that has it)."""
+    return _escape(text) + "/"
+
+
 class KeyState:
     """Persisted objects of one key (or of one operator's namespace within it).
 

@@ -131,35 +131,48 @@ class _SessionWindow(_TimeWindowed):
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
         before = _open_sessions(state, sessions, prefix)
-        open_ = {s: list(e) for s, e in before.items()}
-        for row, t in zip(rows, _row_times(self, state, rows), strict=True):
+        times = _row_times(self, state, rows)
+        open_ = {s: e.copy() for s, e in before.items()} if before else {}
+        add = self._add
+        for row, t in zip(rows, times, strict=True):
+            reach = t + gap
             # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
-            hits = [s for s, e in open_.items() if s <= t + gap and e[0] >= t] if open_ else ()
+            hits = [s for s, e in open_.items() if s <= reach and e[0] >= t] if open_ else ()
             if not hits:
-                entry = open_[t] = [t + gap, 0, 0, None, None]
+                entry = open_[t] = [reach, 0, 0, None, None]
+            elif len(hits) == 1:
+                (s,) = hits
+                entry = open_[s]
+                if entry[0] < reach:
+                    entry[0] = reach
+                if t < s:
+                    del open_[s]
+                    open_[t] = entry
             else:
-                if len(hits) > 1:
-                    hits.sort()
+                hits.sort()
                 entry = open_.pop(hits[0])
                 for s in hits[1:]:
                     other = open_.pop(s)
                     entry[0] = max(entry[0], other[0])
                     self._merge(entry, 1, other)
-                entry[0] = max(entry[0], t + gap)
+                entry[0] = max(entry[0], reach)
                 open_[min(hits[0], t)] = entry
-            self._add(entry, 1, row)
-        for s in before.keys() - open_.keys():
-            del sessions[(prefix, s)]
+            add(entry, 1, row)
+        if before:
+            for s in before.keys() - open_.keys():
+                del sessions[(prefix, s)]
         short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
         for s, entry in open_.items():
             if before.get(s) != entry:
-                sessions[(prefix, s)] = [entry[0] - s, *(entry[1:3] if short else entry[1:])]
+                sessions[(prefix, s)] = (
+                    [entry[0] - s, entry[1], entry[2]] if short else [entry[0] - s, *entry[1:]]
+                )
         if open_:
-            first = min(e[0] for e in open_.values())
+            first = _earliest_end(open_)
             if not before:
                 # No open session before: no timer is armed (the last one fired, or none).
                 state.timers.register(first)
-            elif first < min(e[0] for e in before.values()):
+            elif first < _earliest_end(before):
                 # An earlier session than the armed timer (at or before the old earliest
                 # end) may cover: re-arm. Otherwise the armed timer still comes first.
                 self._arm(state, first)
@@ -183,21 +196,39 @@ class _SessionWindow(_TimeWindowed):
     def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
         """Emit (and forget) the key's sessions that the watermark reached (end at or before
         it), and arm the timer of the next one."""
+        return self._on_timer_ms(key, to_ms(when), state)
+
+    def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
+        """:meth:`on_timer` with the timer's time in epoch ms (how the runner fires it)."""
         sessions, prefix = _shared_dict(state, _SESSIONS)
         open_ = _open_sessions(state, sessions, prefix)
         if not open_:
             return []
         clock = state.clock
-        now = to_ms(when) if clock is None or clock.now is None else max(clock.now, to_ms(when))
+        now = when if clock is None or clock.now is None else max(clock.now, when)
+        ended = [s for s, e in open_.items() if e[0] <= now]
+        if len(ended) > 1:
+            ended.sort()
         out = []
-        for start in sorted(s for s, e in open_.items() if e[0] <= now):
+        for start in ended:
             entry = open_.pop(start)
             del sessions[(prefix, start)]
             out.append(self._row(start, entry[0], entry, 1))
         if open_:
             # The timer that fired was the key's only one: arm the next.
-            state.timers.register(min(e[0] for e in open_.values()))
+            state.timers.register(_earliest_end(open_))
         return out
+
+
+def _earliest_end(sessions: dict[int, list[Any]]) -> int:
+    """The earliest end of (non-empty) ``sessions``, start -> [end, ...]."""
+    end: int
+    if len(sessions) == 1:
+        for entry in sessions.values():
+            end = entry[0]
+            return end
+    end = min(e[0] for e in sessions.values())
+    return end
 
 
 # session_window keeps every key's open sessions in the key group's shared dict
@@ -217,10 +248,14 @@ def _open_sessions(
             sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
         state.delete(_LEGACY)
     found = {}
-    for at in sessions.irange((prefix,), (prefix + "\x00",), inclusive=(True, False)):
-        entry = sessions[at]
+    data = sessions._data
+    for at in sessions._between((prefix,), (prefix + "\x00",)):
+        entry = data[at]
         start = at[1]
-        found[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
+        if len(entry) == 3:
+            found[start] = [start + entry[0], entry[1], entry[2], None, None]
+        else:
+            found[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
     return found
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -225,7 +226,7 @@ class Timers:
     def register(self, when: datetime | int) -> None:
         """Register a timer at ``when`` (a datetime, naive meaning UTC, or int epoch ms);
         registering one that exists changes nothing. Writes one row."""
-        ms = to_ms(when, "a timer's time")
+        ms = when if type(when) is int else to_ms(when, "a timer's time")
         state = self._state
         clock = state._clock
         if clock is not None and clock.mode is None:
@@ -235,13 +236,15 @@ class Timers:
             )
         timers = _timer_index(state._space, True)
         assert timers is not None
-        at = (state._prefix, ms)
-        if at in timers.by_key:
+        prefix = state._prefix
+        at = (prefix, ms)
+        by_key = timers.by_key
+        if at in by_key:
             return
         names = state._names
-        entry = (ms, "t", state._prefix, state._key, *((names,) if names else ()))
+        entry = (ms, "t", prefix, state._key, names) if names else (ms, "t", prefix, state._key)
         timers.due.add(entry)
-        timers.by_key[at] = entry
+        by_key[at] = entry
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
@@ -291,6 +294,9 @@ class _TimerIndex:
 # Per space (weakly held: it goes with its space), the timer index derived from its due
 # index; rebuilt when the space's due index is another object (deleted and re-created).
 _TIMER_INDEXES: WeakKeyDictionary[ObjectSpace, _TimerIndex] = WeakKeyDictionary()
+# The last space asked for and its index (weakly held too): the common repeat, found
+# without the weak dict's lookup.
+_LAST_INDEX: tuple[weakref.ref[ObjectSpace], _TimerIndex] | None = None
 
 
 def _timer_index(space: ObjectSpace, create: bool) -> _TimerIndex | None:
@@ -301,14 +307,20 @@ def _timer_index(space: ObjectSpace, create: bool) -> _TimerIndex | None:
     sorted set :data:`TIMERS_ID`, which then said which index entries were live timers:
     entries missing from it (deleted timers, cleared keys) are dropped from the due index
     now, and the set is deleted (both written with the next checkpoint)."""
-    if DUE_ID in space:
-        due = space.get_sorted_set(DUE_ID)
-    elif create:
+    global _LAST_INDEX
+    due = space.find(DUE_ID)
+    if due is None:
+        if not create:
+            return None
         due = space.create_sorted_set(DUE_ID)
-    else:
-        return None
+    last = _LAST_INDEX
+    if last is not None and last[0]() is space and last[1].due is due:
+        return last[1]  # the space of the previous call (a batch runs space by space)
+    if type(due) is not PersistedSortedSet:
+        due = space.get_sorted_set(DUE_ID)  # raises WrongKindError
     found = _TIMER_INDEXES.get(space)
     if found is not None and found.due is due:
+        _LAST_INDEX = (weakref.ref(space), found)
         return found
     index = _TimerIndex(due)
     legacy = space.get_sorted_set(TIMERS_ID) if TIMERS_ID in space else None
@@ -326,6 +338,7 @@ def _timer_index(space: ObjectSpace, create: bool) -> _TimerIndex | None:
     if legacy is not None:
         space.delete(TIMERS_ID)
     _TIMER_INDEXES[space] = index
+    _LAST_INDEX = (weakref.ref(space), index)
     return index
 
 
@@ -372,12 +385,17 @@ def fire_timer(
 ) -> Iterable[Mapping[str, Any]]:
     """The output of the timer at ``when`` (epoch ms) registered by ``key`` in namespace
     ``names``: ``on_timer`` when given, else the operator's own (an operator with
-    ``fire_timer``, as ``chain``, routes it; one with an ``on_timer`` attribute gets it)."""
+    ``fire_timer``, as ``chain``, routes it; one with an ``on_timer`` attribute gets it;
+    an operator of this package may instead have ``_on_timer_ms``, its ``on_timer`` taking
+    the time in epoch ms)."""
     if on_timer is not None:
         return on_timer(key, from_ms(when), root.path(names))
     router = getattr(fn, "fire_timer", None)
     if router is not None:
         return router(key, names, when, root)  # type: ignore[no-any-return]
+    in_ms = getattr(fn, "_on_timer_ms", None)
+    if in_ms is not None:
+        return in_ms(key, when, root.path(names) if names else root)  # type: ignore[no-any-return]
     handler = getattr(fn, "on_timer", None)
     if handler is None:
         raise ObjectSpaceError(

@@ -286,8 +286,18 @@ class _InstanceTask:
         columns = plan.key_columns
         if len(columns) == 1:
             (column,) = columns
+            # Each int or str key hashed once (a key's rows come together in a batch); no
+            # other type, as Python-equal values of two types (1, True) hash apart.
+            seen: dict[int | str, int] = {}
             for row in rows:
-                row[_INSTANCE] = owner[kg := key_group_hash(row[column]) % max_kg]
+                value = row[column]
+                if type(value) is int or type(value) is str:
+                    kg = seen.get(value)
+                    if kg is None:
+                        kg = seen[value] = key_group_hash(value) % max_kg
+                else:
+                    kg = key_group_hash(value) % max_kg
+                row[_INSTANCE] = owner[kg]
                 row[_KG] = kg
         else:
             for row in rows:
@@ -337,9 +347,23 @@ class _InstanceTask:
             del row[_INSTANCE]
             return int(row.pop(_KG))
 
-        if plan.time is not None and plan.time.due:
-            rows = [r for r in rows if r[_KG] != -1]  # the driver's marker rows
-        groups = group_rows(rows, plan.key_columns, key_group)
+        if plan.time is not None and plan.time.due and not self.hash_keys:
+            # The driver's marker rows (none when the task routes the rows itself).
+            rows = [r for r in rows if r[_KG] != -1]
+        if len(plan.key_columns) == 1:
+            # group_rows with key_group inline: the hot loop of a batch's rows.
+            (column,) = plan.key_columns
+            groups: dict[tuple[int, Any], list[dict[str, Any]]] = {}
+            for row in rows:
+                del row[_INSTANCE]
+                at = (int(row.pop(_KG)), row[column])
+                bucket = groups.get(at)
+                if bucket is None:
+                    groups[at] = [row]
+                else:
+                    bucket.append(row)
+        else:
+            groups = group_rows(rows, plan.key_columns, key_group)
         out, receipt = run_instance(plan, instance, groups, stats, restore)
         if plan.use_cache and not plan.replay:
             cache._CACHE[cache_key] = instance

@@ -1,0 +1,215 @@
+"""The Python task of ``bench_sessions`` without Spark: CPU time of the one task per batch.
+
+``bench_sessions`` gives each micro-batch to Spark in one partition, so one Python task
+runs every instance of the batch (``_InstanceTask.run_partition``) with the instances kept
+in the worker's memory across batches. This runs that same task code over the same
+workload, driver steps included (time plan, commit), without a JVM, and reports the
+process CPU time of the tasks alone (``time.process_time``, summed over the batches), as
+the median of ``--repeat`` runs, with the tasks' own restore / process / save split::
+
+    .venv/bin/python -m benchmarks.bench_session_task [--users N] [--batches N]
+        [--repeat N] [--storage sqlite|segments|memory] [--profile FILE]
+
+It checks the sessions it emits against ``bench_sessions``' plain Python reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import secrets
+import statistics
+import tempfile
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from benchmarks.bench_sessions import GAP_MS, Workload, write_input
+
+
+def _read_batches(folder: str) -> list[Any]:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([("user", pa.int64()), ("tsm", pa.int64()), ("v", pa.float64())])
+    out = []
+    for name in sorted(os.listdir(folder)):
+        table = pj.read_json(
+            os.path.join(folder, name), parse_options=pj.ParseOptions(explicit_schema=schema)
+        )
+        out.append(table.to_batches())
+    return out
+
+
+def _output_schema() -> Any:
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema(
+        [
+            ("user", pa.int64()),
+            ("start", ts),
+            ("end", ts),
+            ("count", pa.int64()),
+            ("sum", pa.float64()),
+            ("__os_receipt", pa.binary()),
+        ]
+    )
+
+
+def run_once(batches: list[Any], url: str, profile: cProfile.Profile | None) -> dict[str, Any]:
+    """One run of every batch; the CPU seconds of the tasks and what they emitted."""
+    import pyarrow as pa
+
+    from objectspace import operators as ops
+    from objectspace.checkpoint import open_storage
+    from objectspace.operators.execution import (
+        INLINE_STATE_BYTES,
+        BatchStats,
+        TaskPlan,
+        TimeDriver,
+        TimeOptions,
+        add_task,
+        commit_batch,
+        plan_base,
+        sum_tasks,
+    )
+    from objectspace.spark import cache
+    from objectspace.spark.stats import _unpack_receipt
+    from objectspace.spark.task import _InstanceTask
+
+    cache._CACHE.clear()
+    cache._STAYED.clear()
+    storage = open_storage(url)
+    job = storage.job("bench-sessions")
+    operator = job.operator("sessions", 128)
+    job.fence()
+    options = TimeOptions.of("event", "tsm", "0 seconds", "drop", None)
+    driver = TimeDriver(job, "sessions", options)
+    fn = ops.session_window("2 minutes", value="v", aggs=("count", "sum"))
+    schema = _output_schema()
+    p = 4
+    owner = "bench/" + secrets.token_hex(8)
+    cpu = 0.0
+    split = {"restore": 0.0, "process": 0.0, "save": 0.0}
+    sessions: set[tuple[int, int, int, int, float]] = set()
+    for checkpoint_id, record_batches in enumerate(batches):
+        base, replay = plan_base(job, checkpoint_id)
+        timing = driver.plan(checkpoint_id, base, replay, None)
+        due = frozenset(operator.key_groups.instance_of(g, p) for g in timing.due)
+        plan = TaskPlan(
+            storage=storage,
+            info=operator.info,
+            compaction=operator.compaction,
+            fn=fn,
+            checkpoint_id=checkpoint_id,
+            base=base,
+            parallelism=p,
+            replay=replay,
+            key_columns=("user",),
+            order_columns=("tsm",),
+            output_columns=tuple(schema.names),
+            use_cache=True,
+            use_snapshots=False,
+            owner=owner,
+            time=timing,
+            stage_bytes=INLINE_STATE_BYTES // p,
+        )
+        task = _InstanceTask(plan, schema, due, 16 * 1024 * 1024 // p, hash_keys=True)
+        if profile is not None:
+            profile.enable()
+        t0 = time.process_time()
+        result = list(task.run_partition(iter(record_batches)))
+        cpu += time.process_time() - t0
+        if profile is not None:
+            profile.disable()
+        table = pa.Table.from_batches(result, schema)
+        batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
+        receipts: list[Any] = []
+        for blob in table.column("__os_receipt").to_pylist():
+            if blob is None:
+                continue
+            receipt, stats, output = _unpack_receipt(blob)
+            add_task(batch, receipts, receipt, stats)
+            if output:
+                rows = pa.ipc.open_stream(output).read_all().to_pylist()
+                for r in rows:
+                    sessions.add(
+                        (
+                            r["user"],
+                            int(r["start"].timestamp() * 1000),
+                            int(r["end"].timestamp() * 1000),
+                            r["count"],
+                            r["sum"],
+                        )
+                    )
+        time_receipt = driver.save(timing, batch)
+        if time_receipt is not None:
+            receipts.append(time_receipt)
+        commit_batch(job, batch, receipts, 2)
+        driver.acknowledge(batch.committed)
+        sum_tasks(batch)
+        split["restore"] += batch.seconds_restore
+        split["process"] += batch.seconds_process
+        split["save"] += batch.seconds_save
+    storage.close()
+    return {"cpu": cpu, "split": split, "sessions": sessions}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--storage", choices=("sqlite", "segments", "memory"), default="sqlite")
+    parser.add_argument("--profile", help="write a cProfile of the tasks (all runs) here")
+    args = parser.parse_args()
+    import objectspace
+
+    print("objectspace from", os.path.dirname(objectspace.__file__))
+    with tempfile.TemporaryDirectory(prefix="bench-session-task-") as root:
+        work = Workload(args.users, args.batches)
+        write_input(work, os.path.join(root, "input"))
+        batches = _read_batches(work.folder)
+        expected = {(u, s, e, c, float(v)) for u, s, e, c, v in work.expected}
+        # Arrow's first conversions import modules (pandas among them): before any timing,
+        # as a Spark worker has them loaded after its first batch.
+        import pyarrow as pa
+
+        pa.Table.from_pylist([{"user": 0, "__os_receipt": b""}], schema=_output_schema())
+        profile = cProfile.Profile() if args.profile else None
+        runs = []
+        for i in range(args.repeat):
+            folder = os.path.join(root, f"run-{i}")
+            os.makedirs(folder)
+            if args.storage == "sqlite":
+                url = f"sqlite:///{folder}/state.db"
+            elif args.storage == "segments":
+                url = f"file://{folder}/seg?" + urlencode({"catalog": f"sqlite:///{folder}/cat.db"})
+            else:
+                url = f"memory://bench-session-task-{i}-{secrets.token_hex(4)}"
+            res = run_once(batches, url, profile)
+            if res["sessions"] != expected:
+                raise SystemExit(
+                    f"run {i}: {len(res['sessions'])} sessions, "
+                    f"{len(res['sessions'] ^ expected)} differ from the reference"
+                )
+            split = res["split"]
+            print(
+                f"run {i}: task CPU {res['cpu']:.3f} s  (restore {split['restore']:.3f} / "
+                f"process {split['process']:.3f} / save {split['save']:.3f} s wall)",
+                flush=True,
+            )
+            runs.append(res)
+        cpus = [r["cpu"] for r in runs]
+        print(
+            f"median task CPU {statistics.median(cpus):.3f} s over {len(cpus)} runs "
+            f"(min {min(cpus):.3f}); gap {GAP_MS} ms, {len(expected):,} sessions"
+        )
+        if profile is not None:
+            profile.dump_stats(args.profile)
+
+
+if __name__ == "__main__":
+    main()
