@@ -175,13 +175,16 @@ class MsgpackSerializer(Serializer):
     def raw_encode_key(self) -> Callable[[Any], tuple[bytes, bool]]:
         # A flat tuple key (the common composite key) is packed here, as the extension
         # value the general path builds, without building it.
+        # The calling thread's element packer, fetched once: the function is used by the
+        # save that asked for it, in this thread.
         canonical = self._canonical_dumps
-        inner = self._inner_pack
+        pack = self._inner_pack()
+        plain = PLAIN_KEY_TYPES
 
         def encode(key: Any) -> tuple[bytes, bool]:
-            if type(key) is tuple and set(map(type, key)) <= PLAIN_KEY_TYPES:
+            if type(key) is tuple and plain.issuperset(map(type, key)):
                 try:
-                    body = b"".join(map(inner(), key))
+                    body = b"".join(map(pack, key))
                 except OverflowError:  # an int beyond 64 bits: the general path's encoding
                     return _encode_key(key, canonical)
                 n = len(body)
