@@ -27,11 +27,12 @@ class CompactionPolicy:
     K checkpoints would rewrite large, slowly changing state again and again. The floor
     keeps a small key group from being rewritten at every few checkpoints while it grows.
 
-    ``full_when_smaller``: a key group with a chain whose whole state would take no more
-    rows than its changes (after a clear, or when most of it was deleted) is written as a
-    full version instead: it costs about what the differential write costs (as many rows;
-    an object's kind row instead of a table delete), and the chain starts again from
-    nearly nothing, where the ratio would later rewrite state that has grown again. The
+    ``full_when_smaller``: a key group whose chain is at least half ``min_chain_bytes``
+    (near its compaction) and whose whole state would take no more rows than its changes
+    (after a clear, or when most of it was deleted) is written as a full version instead:
+    it costs about what the differential write costs (as many rows; an object's kind row
+    instead of a table delete), and the chain starts again from nearly nothing, where the
+    ratio would soon rewrite state that has grown again. The
     rows are estimated from the edit pages (:meth:`~objectspace.ObjectSpace.change_rows`,
     :meth:`~objectspace.ObjectSpace.whole_rows`), at a cost bounded by the changes.
     """
@@ -53,7 +54,7 @@ class CompactionPolicy:
         """Whether a key group with a chain, due a differential write, is written full
         instead because its whole state is no larger than its changes (see
         ``full_when_smaller``)."""
-        if not self.full_when_smaller or not chain.length:
+        if not self.full_when_smaller or 2 * chain.diff_bytes < self.min_chain_bytes:
             return False
         changes = space.change_rows()
         # A full write holds at least two rows per object: skip the count when it cannot win.
