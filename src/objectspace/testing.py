@@ -197,10 +197,6 @@ def simulate(
     return sim
 
 
-def _pop_key_group(row: Row, key: Any) -> int:
-    return int(row.pop(KEY_GROUP_COLUMN))
-
-
 def _run_batch(
     sim: Simulation,
     fn: StatefulFunction,
@@ -252,7 +248,7 @@ def _run_batch(
         stats = TaskStats(index=index)
         instance = plan.restore(index)
         restore = time.perf_counter() - task_started
-        grouped = group_rows(by_instance[index], plan.key_columns, _pop_key_group)
+        grouped = group_rows(by_instance[index], plan.key_columns, KEY_GROUP_COLUMN)
         produced, receipt = run_instance(plan, instance, grouped, stats, restore)
         finish_task(stats, task_started)
         add_task(batch, receipts, receipt, stats)

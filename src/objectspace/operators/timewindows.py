@@ -222,13 +222,10 @@ class _SessionWindow(_TimeWindowed):
 
 def _earliest_end(sessions: dict[int, list[Any]]) -> int:
     """The earliest end of (non-empty) ``sessions``, start -> [end, ...]."""
-    end: int
-    if len(sessions) == 1:
-        for entry in sessions.values():
-            end = entry[0]
-            return end
-    end = min(e[0] for e in sessions.values())
-    return end
+    if len(sessions) == 1:  # the common case, without a generator
+        (entry,) = sessions.values()
+        return int(entry[0])
+    return min(int(e[0]) for e in sessions.values())
 
 
 # session_window keeps every key's open sessions in the key group's shared dict

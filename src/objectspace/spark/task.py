@@ -343,27 +343,10 @@ class _InstanceTask:
         cache_key = self._cache_key(index)
         stayed = cache._STAYED.pop(cache_key, 0) + 1 if stats.cached and not stats.snapshot else 0
 
-        def key_group(row: dict[str, Any], key: Any) -> int:
-            del row[_INSTANCE]
-            return int(row.pop(_KG))
-
         if plan.time is not None and plan.time.due and not self.hash_keys:
             # The driver's marker rows (none when the task routes the rows itself).
             rows = [r for r in rows if r[_KG] != -1]
-        if len(plan.key_columns) == 1:
-            # group_rows with key_group inline: the hot loop of a batch's rows.
-            (column,) = plan.key_columns
-            groups: dict[tuple[int, Any], list[dict[str, Any]]] = {}
-            for row in rows:
-                del row[_INSTANCE]
-                at = (int(row.pop(_KG)), row[column])
-                bucket = groups.get(at)
-                if bucket is None:
-                    groups[at] = [row]
-                else:
-                    bucket.append(row)
-        else:
-            groups = group_rows(rows, plan.key_columns, key_group)
+        groups = group_rows(rows, plan.key_columns, _KG, (_INSTANCE,))
         out, receipt = run_instance(plan, instance, groups, stats, restore)
         if plan.use_cache and not plan.replay:
             cache._CACHE[cache_key] = instance
