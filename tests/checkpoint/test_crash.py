@@ -301,9 +301,9 @@ def test_gc_killed_between_forget_and_delete_leaves_nothing_behind(tmp_path: Pat
     assert isinstance(backend, SegmentBackend)
     known = {p for p, _, _ in backend.segments()}
     forgotten = before - known
-    assert len(forgotten) == 2  # the catalog forgot two files
+    assert len(forgotten) > 2  # one transaction forgot every collectable file
     left = forgotten & on_disk()
-    assert len(left) == 1  # and the pass died before deleting the second one
+    assert len(left) == len(forgotten) - 1  # and the pass died before deleting the second
     stats = backend.gc(grace_seconds=0, now=time.time() + 10**9)
     assert left <= set(stats.deleted)
     assert on_disk() == backend.referenced_segments()

@@ -4,6 +4,7 @@ corruption detection, and two-phase garbage collection."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import sqlite3
 import time
@@ -494,6 +495,51 @@ def test_file_root_layout(tmp_path: Any) -> None:
     assert all(p.endswith(".seg") for p in found)
     assert contents(op, 2) == contents(op, 1)
     storage.close()
+
+
+def _page_size(path: Any) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_new_sqlite_catalog_has_small_pages(tmp_path: Any) -> None:
+    """A segment storage's new SQLite catalog gets CATALOG_PAGE_SIZE pages, also when a
+    worker (the catalog pickled) creates it; an existing catalog, and ``sqlite:///``
+    storage itself, keep theirs."""
+    from objectspace.storage.sqlite.backend import CATALOG_PAGE_SIZE, PAGE_SIZE
+
+    assert CATALOG_PAGE_SIZE < PAGE_SIZE
+    storage = osp.open_storage(_file_url(tmp_path))
+    history(storage, checkpoints=1, parallelism=1)
+    storage.close()
+    assert _page_size(tmp_path / "catalog.db") == CATALOG_PAGE_SIZE
+
+    made_by_worker = tmp_path / "worker"
+    made_by_worker.mkdir()
+    backend = seg(osp.open_storage(_file_url(made_by_worker)))
+    copy = pickle.loads(pickle.dumps(backend))
+    copy.ensure_operator("j", "o", MAX_KG, 1)
+    copy.close()
+    assert _page_size(made_by_worker / "catalog.db") == CATALOG_PAGE_SIZE
+
+    old = tmp_path / "old"
+    old.mkdir()
+    conn = sqlite3.connect(old / "catalog.db")
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("VACUUM")
+    conn.close()
+    storage = osp.open_storage(_file_url(old))
+    history(storage, checkpoints=1, parallelism=1)
+    storage.close()
+    assert _page_size(old / "catalog.db") == 4096
+
+    plain = osp.open_storage(f"sqlite:///{tmp_path / 'state.db'}")
+    history(plain, checkpoints=1, parallelism=1)
+    plain.close()
+    assert _page_size(tmp_path / "state.db") == PAGE_SIZE
 
 
 # -- storage boundaries ---------------------------------------------------------------------

@@ -13,6 +13,8 @@ import pytest
 
 import objectspace as osp
 from objectspace.checkpoint import Operator
+from objectspace.storage import blocks
+from objectspace.tables import DELETED, TableChanges
 
 MAX_KG = 4
 KEY = "acct-7"
@@ -120,14 +122,54 @@ def test_flipped_byte_in_the_sqlite_file_is_detected(tmp_path: Path) -> None:
     expect_corrupt(url, f"key group {group}", "checkpoint 1", "state.db", "checksum")
 
 
-def folder_id(storage: osp.Storage, fragment: str) -> int:
-    """The id of the interned table folder whose name holds ``fragment``."""
+def intern_folders(storage: osp.Storage, write_id: int) -> dict[str, int]:
+    """Rewrite ``write_id``'s block as storage wrote blocks before they carried their table
+    folders' names: the folders interned in ``ckpt_tables``, the block naming their ids.
+    Returns the folders' ids."""
     backend: Any = storage.backend
-    [(tid,)] = backend._run(
-        "test",
-        lambda tx: tx.all("SELECT id FROM ckpt_tables WHERE name LIKE ?", (f"%{fragment}%",)),
+    truncated, rows = blocks.decode_block(block_of(storage, write_id), "test")
+    changes: dict[str, TableChanges] = {}
+    for name, key, value in rows:
+        changes.setdefault(name, TableChanges()).rows[key] = DELETED if value is None else value
+    for name in truncated:
+        changes.setdefault(name, TableChanges()).truncated = True
+    folders = blocks.block_heads(changes)
+
+    def work(tx: Any) -> dict[str, int]:
+        for name in folders:
+            tx.execute("INSERT INTO ckpt_tables (name) VALUES (?)", (name,))
+        ids = {
+            name: int(tx.one("SELECT id FROM ckpt_tables WHERE name = ?", (name,))[0])
+            for name in folders
+        }
+        block, count = blocks.encode_block(changes, False, head_ids=ids)
+        tx.execute("UPDATE ckpt_blocks SET data = ? WHERE write = ?", (block, write_id))
+        tx.execute(
+            "UPDATE ckpt_writes SET bytes = ?, rows = ?, digest = ? WHERE id = ?",
+            (len(block), count, blocks.block_digest(block), write_id),
+        )
+        return ids
+
+    return dict(backend._run("test", work))
+
+
+def test_blocks_carry_their_folders(url: str) -> None:
+    """New writes intern nothing in the catalog: each block names its table folders."""
+    storage, _, _ = history(url)
+    [(count,)] = storage.backend._run(  # type: ignore[attr-defined]
+        "test", lambda tx: tx.all("SELECT COUNT(*) FROM ckpt_tables")
     )
-    return int(tid)
+    storage.close()
+    assert count == 0
+
+
+def test_block_with_interned_folders_still_reads(url: str) -> None:
+    storage, _, group = history(url)
+    ids = write_ids(storage, group)
+    assert intern_folders(storage, ids[1])
+    storage.close()
+    assert restore(url) == ("ACC-3", [1, 2, 3])
+    assert restore(url, 1) == ("ACC-1", [1])
 
 
 @pytest.mark.parametrize("table", ["ckpt_blocks", "ckpt_tables"])
@@ -138,7 +180,8 @@ def test_deleted_row_is_detected(url: str, table: str) -> None:
         deleted = run(storage, "DELETE FROM ckpt_blocks WHERE write = ?", (ids[2],))
         words = [f"key group {group}", "checkpoint 2", "block is missing"]
     else:
-        tid = folder_id(storage, "account")
+        folders = intern_folders(storage, ids[1])
+        [tid] = [tid for name, tid in folders.items() if "account" in name]
         deleted = run(storage, "DELETE FROM ckpt_tables WHERE id = ?", (tid,))
         words = [f"key group {group}", "checkpoint 1", "no name"]
     assert deleted == 1

@@ -73,7 +73,13 @@ def _extra(extra: str, url: str) -> Iterator[None]:
         ) from exc
 
 
-def open_backend(url: str) -> Backend:
+def _open_catalog(url: str) -> Backend:
+    """The catalog of a segment storage: as :func:`open_backend`, but a new SQLite catalog
+    gets :data:`~objectspace.storage.sqlite.backend.CATALOG_PAGE_SIZE` pages."""
+    return open_backend(url, _catalog=True)
+
+
+def open_backend(url: str, *, _catalog: bool = False) -> Backend:
     """The checkpoint storage backend for ``url``.
 
     ``memory://[name]`` (in-process), ``sqlite:///relative/path`` or
@@ -118,6 +124,10 @@ def open_backend(url: str) -> Backend:
             raise StorageError(f"cannot open {redact_url(url)!r}: the URL names no file")
         if parse_qs(parsed.query):
             raise StorageError(f"cannot open {redact_url(url)!r}: sqlite URLs take no options")
+        if _catalog:
+            from objectspace.storage.sqlite.backend import CATALOG_PAGE_SIZE
+
+            return SQLiteBackend(path, page_size=CATALOG_PAGE_SIZE)
         return SQLiteBackend(path)
     if scheme in ("postgresql", "postgres"):
         with _extra("postgresql", url):
@@ -128,7 +138,7 @@ def open_backend(url: str) -> Backend:
         with _extra("segments", url):
             from objectspace.storage.segments import SegmentBackend
 
-        return SegmentBackend.from_url(url, open_backend)
+        return SegmentBackend.from_url(url, _open_catalog)
     raise StorageError(
         f"cannot open storage {redact_url(url)!r}: unknown scheme {parsed.scheme!r} (expected memory://, "
         "sqlite:///, postgresql://, or a filesystem URL such as file:// or s3:// with "

@@ -9,8 +9,9 @@ dictionary, kind ``0x40 + id`` for a dictionary id (in the catalog) below 64, it
 seeded with the kind, else kind ``0x23`` with the id before the frame: one byte, or 255 and
 a u32) or stored as is when
 compression does not pay (kind ``0x21``). The payload is columnar (a
-msgpack array of columns): the table folders (interned ids in increasing order,
-delta-encoded; or names), how many tables each
+msgpack array of columns): the table folders (their names; blocks that storage wrote
+before it stopped interning folders name them by ids in the catalog's ``ckpt_tables``,
+in increasing order, delta-encoded, and are still read), how many tables each
 folder has, the tables' last path components (each once) and each table's index into them,
 each table's row count, the deleted tables; per table how its keys are stored (``None``:
 all as bytes), the keys stored as delta-encoded integers (a table whose keys are all
@@ -239,7 +240,7 @@ def _split(name: str) -> tuple[str, str]:
 
 
 def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
-    """The table folders of a block, which the catalog interns."""
+    """The table folders of a block (each once, in first-seen order)."""
     return list(dict.fromkeys(map(_FIRST, _splits(changes))))
 
 

@@ -51,7 +51,6 @@ from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage.blocks import (
     Block,
     block_digest,
-    block_heads,
     encode_block,
     path_component,
     replay,
@@ -245,7 +244,7 @@ class SegmentBackend(Backend):
         placements: dict[str, SegmentPlacement] = {}
         for operator, writes in sorted(by_operator.items()):
             path = self._path(job, operator, checkpoint_id, f"commit{epoch}")
-            segment_id, _ = self.catalog.reserve_segment(path)
+            segment_id = self.catalog.reserve_segment(path)
             size, offsets = self._publish(self._full(path), [w.block for w in writes])
             placements[operator] = ((segment_id, path), size, offsets)
         return self.catalog.commit(
@@ -407,7 +406,7 @@ class SegmentBackend(Backend):
         if not staged:
             return []
         path = self._path(job, operator, version, attempt)
-        segment_id, _ = self.catalog.reserve_segment(path)
+        segment_id = self.catalog.reserve_segment(path)
         full = self._full(path)
         size, offsets = self._publish(full, [w.block for w in staged])
         entries = [
@@ -469,9 +468,9 @@ class SegmentBackend(Backend):
     ) -> WriteInfo:
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
         path = self._path(job, operator, version, "compaction")
-        segment_id, head_ids = self.catalog.reserve_segment(path, block_heads(changes))
+        segment_id = self.catalog.reserve_segment(path)
         dictionary = self.catalog.operator_dictionary(job, operator)
-        block, rows = encode_block(changes, True, self.full_level, head_ids, dictionary)
+        block, rows = encode_block(changes, True, self.full_level, None, dictionary)
         size, [(offset, length)] = self._publish(self._full(path), [block])
         [info] = self.catalog.register_segment(
             job,
@@ -589,14 +588,15 @@ class SegmentBackend(Backend):
             stats.stamped = self.catalog.stamp_unreferenced(when)
             for path, _ in trash:  # forgotten by a pass that died before deleting
                 self._delete(path, sizes, stats)
+            collectable = []
             for path in self.catalog.collectable_segments(grace_seconds, when):
                 if self._deletable(path) is None:
                     stats.refused.append(path)
-                    continue
-                # Forget first: if a reference appeared meanwhile, the file stays; and a
-                # writer still holding the reservation can no longer register it.
-                if not self.catalog.forget_segment(path):
-                    continue
+                else:
+                    collectable.append(path)
+            # Forget first: if a reference appeared meanwhile, the file stays; and a writer
+            # still holding a reservation can no longer register it.
+            for path in self.catalog.forget_segments(collectable):
                 self._step("gc:forgotten")
                 self._delete(path, sizes, stats)
         stats.referenced = len(self.catalog.referenced_segments())

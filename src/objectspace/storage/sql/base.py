@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from objectspace.errors import (
@@ -40,7 +40,6 @@ from objectspace.storage.blocks import (
     Block,
     Dictionary,
     block_digest,
-    block_heads,
     block_intact,
     encode_block,
     replay,
@@ -57,7 +56,7 @@ from objectspace.storage.contract import (
 )
 from objectspace.storage.sql.catalog import SegmentEntry, SegmentPlacement, stage_parts
 from objectspace.storage.sql.schema import DROPPED_INDEXES, Dialect, added_columns
-from objectspace.storage.sql.segment_queries import SegmentQueries
+from objectspace.storage.sql.segment_queries import SegmentQueries, _chunks, _marks
 from objectspace.storage.urls import redact_url
 from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
@@ -94,15 +93,6 @@ class Tx(Protocol):
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 
-def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
 class SQLBackend(SegmentQueries):
     """Catalog and row storage over a SQL database; see the module docstring.
 
@@ -124,7 +114,6 @@ class SQLBackend(SegmentQueries):
 
     def __init__(self) -> None:
         self.fault_hook: Callable[[str], None] | None = None
-        self._table_ids: dict[str, int] = {}
         self._names_by_id: dict[int, str] = {}
         # Trained dictionaries: per operator id (writers), and their bytes by id (readers);
         # both only of committed rows, which never change.
@@ -238,7 +227,6 @@ class SQLBackend(SegmentQueries):
                 "SELECT id, is_full FROM ckpt_writes WHERE segment IS NULL ORDER BY id"
             )
         ]
-        heads: set[str] = set()
         pending: list[tuple[int, bool, dict[str, TableChanges]]] = []
         for chunk in _chunks(writes):
             marks = _marks(len(chunk))
@@ -264,14 +252,11 @@ class SQLBackend(SegmentQueries):
                     table.truncated = True
                 else:
                     table.rows[bytes(key)] = DELETED if value is None else bytes(value)
-            for wid, full in chunk:
-                heads.update(block_heads(changes[wid]))
-                pending.append((wid, full, changes[wid]))
-        head_ids = self._intern_tables(tx, heads)
+            pending.extend((wid, full, changes[wid]) for wid, full in chunk)
         for chunk in _chunks(pending):
             blocks = []
             for wid, full, table_changes in chunk:
-                block, count = encode_block(table_changes, full, head_ids=head_ids)
+                block, count = encode_block(table_changes, full)
                 tx.execute(
                     "UPDATE ckpt_writes SET bytes = ?, rows = ?, digest = ? WHERE id = ?",
                     (len(block), count, block_digest(block), wid),
@@ -379,66 +364,6 @@ class SQLBackend(SegmentQueries):
         return [OperatorInfo(job, *row) for row in rows]
 
     # -- writing ----------------------------------------------------------------------------
-
-    def _intern_tables(self, tx: Tx, names: set[str]) -> dict[str, int]:
-        """Ids of ``names`` in ``ckpt_tables``, inserting the missing ones in ``tx``.
-
-        Returns a new mapping of just ``names`` (O(len(names)), whatever the cache holds):
-        the shared cache learns the new ids only through :meth:`_remember`, after the
-        transaction committed (a retried or rolled-back transaction must not leave ids that
-        do not exist).
-        """
-        cache = self._table_ids
-        wanted = list(names)
-        known = list(map(cache.get, wanted))  # one C-level pass: a save names ~a row each
-        if None not in known:
-            return dict(zip(wanted, known, strict=True))  # type: ignore[arg-type]
-        ids = {name: tid for name, tid in zip(wanted, known, strict=True) if tid is not None}
-        missing = sorted(name for name, tid in zip(wanted, known, strict=True) if tid is None)
-        if missing:
-            tx.executemany(
-                "INSERT INTO ckpt_tables (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
-                [(name,) for name in missing],
-            )
-            for chunk in _chunks(missing):
-                for tid, name in tx.all(
-                    f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
-                    list(chunk),
-                ):
-                    ids[name] = tid
-        return ids
-
-    def _known_table_ids(self, tx: Tx, names: set[str]) -> dict[str, int]:
-        """Ids of those of ``names`` already interned (cached, else read)."""
-        cache = self._table_ids
-        ids = {name: cache[name] for name in names if name in cache}
-        missing = sorted(names - ids.keys())
-        for chunk in _chunks(missing):
-            for tid, name in tx.all(
-                f"SELECT id, name FROM ckpt_tables WHERE name IN ({_marks(len(chunk))})",
-                list(chunk),
-            ):
-                ids[name] = int(tid)
-        return ids
-
-    def table_ids(self, names: Sequence[str]) -> dict[str, int]:
-        """Ids of the table folders ``names``, interning the missing ones (a transaction
-        only when some are new)."""
-        wanted = set(names)
-        cache = self._table_ids
-        if all(name in cache for name in wanted):
-            return {name: cache[name] for name in wanted}
-        ids = self._run(
-            "reading table names", lambda tx: self._known_table_ids(tx, wanted), write=False
-        )
-        if len(ids) < len(wanted):
-            ids = self._run("interning table names", lambda tx: self._intern_tables(tx, wanted))
-        self._remember(ids)
-        return ids
-
-    def _remember(self, ids: dict[str, int]) -> None:
-        """Cache table ids that a committed transaction interned."""
-        self._table_ids.update(ids)
 
     def _insert_write(
         self,
@@ -707,11 +632,9 @@ class SQLBackend(SegmentQueries):
             data = self._dictionaries[dict_id] = bytes(row[0])
         return data
 
-    def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
+    def reserve_segment(self, path: str) -> int:
         """Record a segment path before its file is written, so no file escapes the GC;
-        intern ``names`` (the block's table folders) in the same transaction. Returns the
-        segment's id and the names' ids."""
-        interned: dict[str, int] = {}
+        returns the segment's id."""
 
         def work(tx: Tx) -> int:
             row = tx.one(
@@ -719,14 +642,9 @@ class SQLBackend(SegmentQueries):
                 (path, time.time()),
             )
             assert row is not None
-            ids = self._intern_tables(tx, set(names))
-            interned.clear()
-            interned.update(ids)
             return int(row[0])
 
-        segment_id = self._run(f"reserving segment {path}", work)
-        self._remember(interned)
-        return segment_id, interned
+        return self._run(f"reserving segment {path}", work)
 
     def table_names(self, ids: Sequence[int]) -> dict[int, str]:
         """Names of interned table ids (ids never change once committed: cached)."""
@@ -827,15 +745,10 @@ class SQLBackend(SegmentQueries):
         """
         changes = {name: TableChanges(rows=dict(rows)) for name, rows in tables.items()}
 
-        interned: dict[str, int] = {}
-
         def work(tx: Tx) -> WriteInfo:
             op_id = self._operator_id(tx, job, operator)
-            ids = self._intern_tables(tx, set(block_heads(changes)))
-            interned.clear()
-            interned.update(ids)
             dictionary = self._operator_dictionary_tx(tx, op_id)
-            block, count = encode_block(changes, True, head_ids=ids, dictionary=dictionary)
+            block, count = encode_block(changes, True, dictionary=dictionary)
             write_id = self._insert_write(
                 tx,
                 op_id,
@@ -851,9 +764,7 @@ class SQLBackend(SegmentQueries):
             self._insert_blocks(tx, [(write_id, block)])
             return WriteInfo(write_id, key_group, version, True, len(block), count)
 
-        info = self._run(f"compacting key group {key_group} of {job}/{operator}", work)
-        self._remember(interned)
-        return info
+        return self._run(f"compacting key group {key_group} of {job}/{operator}", work)
 
     def commit(
         self,

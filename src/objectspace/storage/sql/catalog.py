@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
-from objectspace.storage.blocks import Block, Dictionary, block_digest, block_heads, encode_block
+from objectspace.storage.blocks import Block, Dictionary, block_digest, encode_block
 from objectspace.storage.contract import Backend, PendingPart, StagedWrite, WriteInfo
 
 __all__ = ["SegmentCatalog", "SegmentEntry", "SegmentPlacement", "stage_parts"]
@@ -34,14 +34,9 @@ class SegmentCatalog(Backend):
     fault_hook: Callable[[str], None] | None
 
     @abstractmethod
-    def reserve_segment(self, path: str, names: Sequence[str] = ()) -> tuple[int, dict[str, int]]:
+    def reserve_segment(self, path: str) -> int:
         """Record a segment path before its file is written, so no file escapes the GC;
-        intern ``names`` (the block's table folders) in the same transaction. Returns the
-        segment's id and the names' ids."""
-
-    @abstractmethod
-    def table_ids(self, names: Sequence[str]) -> dict[str, int]:
-        """Ids of the table folders ``names``, interning the missing ones."""
+        returns the segment's id."""
 
     @abstractmethod
     def commit(
@@ -116,9 +111,9 @@ class SegmentCatalog(Backend):
         unreferenced."""
 
     @abstractmethod
-    def forget_segment(self, path: str) -> bool:
-        """Move a collectable segment from the catalog to the GC's trash, unless a write
-        references it again (then the file stays)."""
+    def forget_segments(self, paths: Sequence[str]) -> list[str]:
+        """Move collectable segments from the catalog to the GC's trash, unless a write
+        references one again (that file stays); the paths forgotten."""
 
     @abstractmethod
     def trashed_segments(self) -> list[tuple[str, int]]:
@@ -151,19 +146,17 @@ def stage_parts(
     parts: Sequence[PendingPart],
     levels: tuple[int, int] = (3, 3),
 ) -> list[StagedWrite]:
-    """:meth:`Backend.stage_pending` against ``catalog``'s table ids and trained dictionary,
-    shared by SQL and segment storage: each part encoded as one block (zstd ``levels``:
-    differential, full), new table names interned, payloads offered for training."""
+    """:meth:`Backend.stage_pending` against ``catalog``'s trained dictionary, shared by SQL
+    and segment storage: each part encoded as one block (zstd ``levels``: differential,
+    full) that carries its table names, payloads offered for training."""
     if not parts:
         return []
-    heads = list(dict.fromkeys(h for part in parts for h in block_heads(part.changes)))
-    head_ids = catalog.table_ids(heads)
     dictionary = catalog.operator_dictionary(job, operator)
     payloads: list[bytes] | None = [] if dictionary is None else None
     staged = []
     for part in parts:
         block, rows = encode_block(
-            part.changes, part.full, levels[part.full], head_ids, dictionary, payloads
+            part.changes, part.full, levels[part.full], None, dictionary, payloads
         )
         staged.append(
             StagedWrite(

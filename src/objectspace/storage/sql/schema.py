@@ -249,10 +249,6 @@ INDEXES: tuple[Index, ...] = (
     # ``committed``: a commit marks its writes committed in the rows alone, which were just
     # appended. A key group's newest committed write is found in ``ckpt_heads``.
     Index("ckpt_writes_versions", "ckpt_writes", ("op", "version", "key_group")),
-    # Of the writes stored in segment files only (schema version 5; versions 1..4 indexed
-    # every write as ``ckpt_writes_segment``): writes whose blocks live in the database do
-    # not write an entry per write to an index no query of theirs uses.
-    Index("ckpt_writes_segments", "ckpt_writes", ("segment",), "segment IS NOT NULL"),
 )
 """Every secondary index (primary keys and ``UNIQUE`` constraints are in :data:`TABLES`)."""
 
@@ -260,10 +256,13 @@ DROPPED_INDEXES: tuple[str, ...] = (
     "ckpt_writes_chain",
     "ckpt_writes_groups",
     "ckpt_writes_segment",
+    "ckpt_writes_segments",
 )
 """Indexes of older schema versions, dropped when such a store is opened (version 4 replaced
 ``ckpt_writes_chain`` by ``ckpt_writes_groups``, version 5 that by ``ckpt_writes_versions``
-and ``ckpt_writes_segment`` by the partial ``ckpt_writes_segments``)."""
+and ``ckpt_writes_segment`` by the partial ``ckpt_writes_segments``, which is gone too: an
+entry per write stored in a segment file, written by every commit, for queries only the
+garbage collector makes, which read ``ckpt_writes`` once per pass instead)."""
 
 
 def _declaration(column: Column, dialect: Dialect, *, inline_key: bool) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from objectspace.storage.sql.catalog import SegmentCatalog
 
@@ -21,6 +21,19 @@ if TYPE_CHECKING:
 __all__ = ["SegmentQueries"]
 
 _R = TypeVar("_R")
+
+# The segments some write references: one pass over ckpt_writes (no index by segment: it
+# cost every commit an entry per write, for queries only the GC makes).
+_REFERENCED = "SELECT segment FROM ckpt_writes WHERE segment IS NOT NULL"
+
+
+def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
 
 
 class SegmentQueries(SegmentCatalog):
@@ -39,8 +52,8 @@ class SegmentQueries(SegmentCatalog):
                 "stamping unreferenced segments",
                 lambda tx: (
                     tx.execute(
-                        "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND NOT EXISTS "
-                        "(SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
+                        "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND id NOT IN "
+                        f"({_REFERENCED})",
                         (when,),
                     ).rowcount
                 ),
@@ -54,42 +67,52 @@ class SegmentQueries(SegmentCatalog):
         rows = self._run(
             "listing collectable segments",
             lambda tx: tx.all(
-                "SELECT path FROM ckpt_segments s WHERE stamped IS NOT NULL AND stamped <= ? "
-                "AND NOT EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = s.id) "
-                "ORDER BY path",
+                "SELECT path FROM ckpt_segments WHERE stamped IS NOT NULL AND stamped <= ? "
+                f"AND id NOT IN ({_REFERENCED}) ORDER BY path",
                 (cutoff,),
             ),
             write=False,
         )
         return [path for (path,) in rows]
 
-    def forget_segment(self, path: str) -> bool:
-        """Move a collectable segment from the catalog to the GC's trash, unless a write
-        references it again (then the file stays).
+    def forget_segments(self, paths: Sequence[str]) -> list[str]:
+        """Move collectable segments from the catalog to the GC's trash, unless a write
+        references one again (that file stays); returns the paths forgotten, in one
+        transaction (one pass over the writes).
 
-        The trash row outlives a GC pass that dies before it deletes the file: the next
-        pass deletes the file and only then empties the row (:meth:`trashed_segments`,
-        :meth:`segment_deleted`). The segment row itself is gone, so a writer that still
-        held its reservation can no longer register it.
+        The trash rows outlive a GC pass that dies before it deletes the files: the next
+        pass deletes the files and only then empties the rows (:meth:`trashed_segments`,
+        :meth:`segment_deleted`). The segment rows themselves are gone, so a writer that
+        still held a reservation can no longer register it.
         """
+        wanted = sorted(set(paths))
+        if not wanted:
+            return []
 
-        def work(tx: Tx) -> bool:
-            row = tx.one(
-                "SELECT bytes FROM ckpt_segments WHERE path = ? AND stamped IS NOT NULL AND NOT "
-                "EXISTS (SELECT 1 FROM ckpt_writes w WHERE w.segment = ckpt_segments.id)",
-                (path,),
-            )
-            if row is None:
-                return False
-            tx.execute("DELETE FROM ckpt_segments WHERE path = ?", (path,))
-            tx.execute(
-                "INSERT INTO ckpt_gc_trash (path, bytes, since) VALUES (?, ?, ?) "
-                "ON CONFLICT (path) DO NOTHING",
-                (path, int(row[0]), time.time()),
-            )
-            return True
+        def work(tx: Tx) -> list[str]:
+            found = []
+            for chunk in _chunks(wanted):
+                found.extend(
+                    tx.all(
+                        "SELECT path, bytes FROM ckpt_segments WHERE stamped IS NOT NULL AND "
+                        f"path IN ({_marks(len(chunk))}) AND id NOT IN ({_REFERENCED})",
+                        list(chunk),
+                    )
+                )
+            now = time.time()
+            for chunk in _chunks(found):
+                tx.execute(
+                    f"DELETE FROM ckpt_segments WHERE path IN ({_marks(len(chunk))})",
+                    [path for path, _ in chunk],
+                )
+                tx.executemany(
+                    "INSERT INTO ckpt_gc_trash (path, bytes, since) VALUES (?, ?, ?) "
+                    "ON CONFLICT (path) DO NOTHING",
+                    [(path, int(nbytes), now) for path, nbytes in chunk],
+                )
+            return sorted(str(path) for path, _ in found)
 
-        return bool(self._run(f"forgetting segment {path}", work))
+        return list(self._run(f"forgetting {len(wanted)} segments", work))
 
     def trashed_segments(self) -> list[tuple[str, int]]:
         """Segments forgotten by a GC pass whose file may not be deleted yet: (path, bytes)."""
