@@ -19,7 +19,8 @@ decimal integers: list indices), the lengths and bytes of the other keys; per ta
 width of its values (``None``: none has one), the lengths (``-1``: a delete) and bytes of
 the values of tables without one, and the values of the tables of each width as byte
 planes (as Parquet's BYTE_STREAM_SPLIT does for floats: their exponents and constant bytes
-line up and compress).
+line up and compress; in a block of :data:`PLANE_BLOCK_ROWS` values or more, each plane of
+the widest column is a zstd block of its own, in the same frame).
 
 Blocks written by segment storage before this format (``u32 length | u64 xxh64 | zstd``,
 :data:`LEGACY`) are still read.
@@ -56,6 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "CHUNK_ROWS",
+    "PLANE_BLOCK_ROWS",
     "DICTIONARY",
     "DICTIONARY_BYTES",
     "LEGACY",
@@ -614,7 +616,12 @@ def _encode_plain(
     )
     if payloads is not None and not full:
         payloads.append(payload)
-    compressed = _compressor(level, dictionary).compress(payload)
+    widest = max(fixed, default=0)
+    count = len(fixed[widest]) if widest else 0
+    if count >= PLANE_BLOCK_ROWS:
+        compressed = _compress_planes(_compressor(level, dictionary), payload, widest, count)
+    else:
+        compressed = _compressor(level, dictionary).compress(payload)
     if len(compressed) >= len(payload):
         kind, body = _RAW, payload
     elif dictionary is None:
@@ -625,6 +632,39 @@ def _encode_plain(
         else:
             kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
     return _HEAD.pack(kind, _checksum(kind, body)) + body, rows_total + len(truncated)
+
+
+PLANE_BLOCK_ROWS = 512
+"""A block whose widest fixed-width column holds at least this many values compresses each
+of that column's byte planes as a zstd block of its own (see :func:`_compress_planes`).
+Below it, the blocks' own headers and Huffman tables cost more than they save: uniform
+floats at zstd level 3 (9) save 0.08 (0.13) bytes each at 512 values, 0.17 at 770, 0.25 at
+2,000, and lose 0.16 (0.18) at 128; break-even is near 300."""
+
+
+def _compress_planes(compressor: Any, payload: bytes, width: int, count: int) -> bytes:
+    """``payload`` as one zstd frame (the same frame format: readers are unchanged) that
+    ends a zstd block before and after each byte plane of its last column, the planes of
+    ``count`` values of ``width`` bytes.
+
+    zstd codes the literals of a block with one Huffman table. Mixed in one block, the
+    planes of random low mantissa bytes flatten it, and the few bytes that carry a float's
+    exponent and top mantissa bits (~6 bits of 8 for uniform floats) cost a whole byte;
+    block by block, each plane gets its own table, and a plane of random bytes is stored as
+    is (no Huffman table, no search for matches). The throughput workload's differential
+    blocks: 5,854 -> 5,661 bytes for 770 floats (6.625 bytes of entropy each)."""
+    view = memoryview(payload)
+    start = len(payload) - width * count
+    frame = compressor.compressobj(size=len(payload))
+    parts = []
+    previous = 0
+    for cut in range(start, len(payload), count):
+        parts.append(frame.compress(view[previous:cut]))
+        parts.append(frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+        previous = cut
+    parts.append(frame.compress(view[previous:]))
+    parts.append(frame.flush())
+    return b"".join(parts)
 
 
 def _checksum(kind: int, body: bytes) -> int:
