@@ -57,10 +57,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "CHUNK_ROWS",
-    "PLANE_BLOCK_ROWS",
     "DICTIONARY",
     "DICTIONARY_BYTES",
     "LEGACY",
+    "PLANE_BLOCK_ROWS",
     "SAMPLES_TO_TRAIN",
     "SAMPLE_BYTES_TO_TRAIN",
     "Block",
