@@ -1,5 +1,5 @@
-"""The catalog of schema version 5: a save and a commit write a handful of pages, and stores
-written by schema versions 3 and 4 are migrated when they are opened.
+"""The catalog of schema versions 5 and 6: a save and a commit write a handful of pages, and
+stores written by schema versions 3, 4 and 5 are migrated when they are opened.
 
 ``fixtures/ckpt_schema_v3.sql`` is the SQL dump of a store written by the code of schema
 version 3 (blocks in ``ckpt_blocks``, writes indexed by ``(op, committed, key_group,
@@ -8,7 +8,10 @@ value set thrice, a list appended to, then cleared and appended to in checkpoint
 with an entry deleted in checkpoint 3), six other keys, and the pending writes of an
 attempt of checkpoint 4 that never committed (``account`` set to ``LOST``).
 ``fixtures/ckpt_schema_v4.sql`` is that store as the code of schema version 4 left it after
-opening it (writes indexed by ``(op, key_group, version)``, no ``ckpt_heads``).
+opening it (writes indexed by ``(op, key_group, version)``, no ``ckpt_heads``), and
+``fixtures/ckpt_schema_v5.sql`` as the code of schema version 5 left it (writes indexed by
+``(op, version, key_group)`` and, partially, by segment; ``ckpt_heads``; its blocks name
+their table folders by ids interned in ``ckpt_tables``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from objectspace.storage.sqlite import backend as sqlite_backend
 FIXTURES = Path(__file__).parent / "fixtures"
 KEY = "acct-7"
 # the index each older schema version kept its writes by
-OLD_INDEX = {3: "ckpt_writes_chain", 4: "ckpt_writes_groups"}
+OLD_INDEX = {3: "ckpt_writes_chain", 4: "ckpt_writes_groups", 5: "ckpt_writes_segments"}
 
 
 def old_store(tmp_path: Path, version: int = 3) -> Path:
@@ -67,7 +70,7 @@ def indexes(path: Path) -> dict[str, list[str]]:
         conn.close()
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 4, 5])
 def test_an_older_store_is_read_and_migrated(tmp_path: Path, version: int) -> None:
     path = old_store(tmp_path, version)
     assert OLD_INDEX[version] in indexes(path)
@@ -98,7 +101,7 @@ def test_an_older_store_is_read_and_migrated(tmp_path: Path, version: int) -> No
     assert 6 not in [head for _, head, _, _ in heads]
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 4, 5])
 def test_a_migrated_store_keeps_working(tmp_path: Path, version: int) -> None:
     url = f"sqlite:///{old_store(tmp_path, version)}"
     storage = osp.open_storage(url)
@@ -183,7 +186,7 @@ def test_a_save_writes_pages_for_its_blocks_not_one_per_key_group(tmp_path: Path
     assert pages <= rows // page_size + 30, (pages, receipt.bytes_written)
 
 
-@pytest.mark.parametrize("version", [None, 3, 4])
+@pytest.mark.parametrize("version", [None, 3, 4, 5])
 def test_no_write_is_indexed_by_segment(tmp_path: Path, version: int | None) -> None:
     """No write has an entry in an index by segment, fresh or migrated: the garbage
     collector reads ``ckpt_writes`` once per pass instead (versions 3 and 4 indexed every

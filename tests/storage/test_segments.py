@@ -699,4 +699,4 @@ def test_zstd_levels_default_per_block_kind_and_level_sets_both(tmp_path: Any) -
         copy = pickle.loads(pickle.dumps(backend))
         assert (copy.level, copy.full_level) == levels
         storage.close()
-    assert (LEVEL, FULL_LEVEL) == (9, 3)
+    assert (LEVEL, FULL_LEVEL) == (11, 3)

@@ -34,6 +34,7 @@ group, checkpoint and where the block lives.
 from __future__ import annotations
 
 import bisect
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -270,6 +271,96 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     return found  # type: ignore[return-value]
 
 
+# a folder name around its first decimal number (no leading zero, at most 18 digits)
+_NUMBERED = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z", re.DOTALL)
+_NUMBERS: dict[str, tuple[str, int, str] | None] = {}
+
+
+def _numbered(folder: str) -> tuple[str, int, str] | None:
+    """``folder`` as (prefix, number, suffix) around its first decimal number, if that
+    number has no leading zero (so that ``f"{prefix}{number}{suffix}"`` is ``folder``) and
+    the folder has no NUL (which separates a template's prefix from its suffix)."""
+    found = _NUMBERS.get(folder, False)
+    if found is False:
+        match = None if "\x00" in folder else _NUMBERED.match(folder)
+        found = None if match is None else (match[1], int(match[2]), match[3] or "")
+        if len(_NUMBERS) >= _SPLITS_MAX:
+            _NUMBERS.clear()
+        _NUMBERS[folder] = found
+    return found  # type: ignore[return-value]
+
+
+def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[list[Any]]] | None:
+    """Folders that differ by their first decimal number only (a key's objects with integer
+    keys: ``state/item/17/buf``, ``state/item/203/buf``) as templates: the new order of
+    ``folders`` (the others first, as they were, then each template's folders by number),
+    the other folders' names, and per template ``[prefix NUL suffix, numbers]``, the numbers
+    delta-encoded as unsigned LEB128 varints.
+    ``None`` when no two folders share a template. The numbers cost a byte or two each
+    where the names cost what zstd makes of their digits and the repeated text."""
+    groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for i, folder in enumerate(folders):
+        found = _numbered(folder)
+        if found is not None:
+            prefix, number, suffix = found
+            groups.setdefault((prefix, suffix), []).append((number, i))
+    shared = [(key, members) for key, members in groups.items() if len(members) > 1]
+    if not shared:
+        return None
+    templated = {i for _, members in shared for _, i in members}
+    order = [i for i in range(len(folders)) if i not in templated]
+    others = [folders[i] for i in order]
+    column: list[list[Any]] = []
+    for (prefix, suffix), members in shared:
+        members.sort()
+        order.extend(i for _, i in members)
+        numbers = [n for n, _ in members]
+        column.append(
+            [
+                f"{prefix}\x00{suffix}",
+                _uvarints([b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]),
+            ]
+        )
+    return order, others, column
+
+
+_FLOAT_WIDTH = 9  # a msgpack float 64: its marker byte and 8 bytes
+
+
+def _plane_group(width: int, values: Sequence[bytes], floats: bool) -> list[Any]:
+    """A fixed-width group of the planes column: ``[width, planes]``; ``floats`` (schema
+    version 6): msgpack floats as ``[-9, planes of their 8 bytes]``, without the plane of
+    their marker bytes."""
+    planes = _shuffle(b"".join(values), width)
+    count = len(values)
+    if floats and width == _FLOAT_WIDTH and planes[:count] == _FLOAT_MARKER * count:
+        return [-width, planes[count:]]
+    return [width, planes]
+
+
+def _uvarints(numbers: Sequence[int]) -> bytes:
+    out = bytearray()
+    for n in numbers:
+        while n >= 0x80:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+    return bytes(out)
+
+
+def _read_uvarints(data: bytes) -> list[int]:
+    out = []
+    n = shift = 0
+    for byte in data:
+        n |= (byte & 0x7F) << shift
+        if byte & 0x80:
+            shift += 7
+        else:
+            out.append(n)
+            n = shift = 0
+    return out
+
+
 def _signed(digest: int) -> int:
     return digest - (1 << 64) if digest >= 1 << 63 else digest
 
@@ -308,12 +399,19 @@ def encode_block(
     head_ids: Mapping[str, int] | None = None,
     dictionary: Dictionary | None = None,
     payloads: list[bytes] | None = None,
+    *,
+    compact: bool = False,
 ) -> tuple[bytes, int]:
     """One key group's edits as a block; returns the block and its number of rows. A full
-    block of more than :data:`CHUNK_ROWS` rows is chunked (see :func:`lookup`)."""
+    block of more than :data:`CHUNK_ROWS` rows is chunked (see :func:`lookup`).
+    ``compact``: the forms only readers of checkpoint storage's schema version 6 read
+    (versioned storage writes them; :class:`~objectspace.SQLiteStore` files do not):
+    folders whose names differ by one decimal number (a key's objects with integer keys:
+    ``state/item/17/buf``) as a template and the numbers, delta-encoded as varints (see
+    :func:`_name_templates`), and msgpack floats without the plane of their marker bytes."""
     if full and sum(len(c.rows) for c in changes.values()) > CHUNK_ROWS:
-        return _encode_chunked(changes, level, head_ids, dictionary)
-    return _encode_plain(changes, full, level, head_ids, dictionary, payloads)
+        return _encode_chunked(changes, level, head_ids, dictionary, compact)
+    return _encode_plain(changes, full, level, head_ids, dictionary, payloads, compact)
 
 
 CHUNK_ROWS = 2048
@@ -328,6 +426,7 @@ def _encode_chunked(
     level: int,
     head_ids: Mapping[str, int] | None,
     dictionary: Dictionary | None,
+    compact: bool = False,
 ) -> tuple[bytes, int]:
     """A full block as an SSTable does it: rows sorted by (table, key), cut into chunks of
     :data:`CHUNK_ROWS` rows, each a plain block of its own (compressed and checksummed),
@@ -353,12 +452,14 @@ def _encode_chunked(
             count += 1
             total += 1
             if count >= CHUNK_ROWS:
-                block, _ = _encode_plain(current, True, level, head_ids, dictionary)
+                block, _ = _encode_plain(
+                    current, True, level, head_ids, dictionary, compact=compact
+                )
                 index.append([*first, len(block)])
                 chunks.append(block)
                 current, count, first = {}, 0, []
     if current:
-        block, _ = _encode_plain(current, True, level, head_ids, dictionary)
+        block, _ = _encode_plain(current, True, level, head_ids, dictionary, compact=compact)
         index.append([*first, len(block)])
         chunks.append(block)
     packed = msgpack.packb(index, use_bin_type=True)
@@ -428,6 +529,7 @@ def _encode_plain(
     head_ids: Mapping[str, int] | None = None,
     dictionary: Dictionary | None = None,
     payloads: list[bytes] | None = None,
+    compact: bool = False,
 ) -> tuple[bytes, int]:
     """One key group's edits as a block;
     returns the block and its number of rows (row
@@ -438,17 +540,25 @@ def _encode_plain(
        Keys are stored per table as delta-encoded integers (when all are decimal integers) or
        as bytes with their lengths. Values are stored as byte planes when they all have one
        width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
-       a msgpack float, whose 8 bytes go to a column of byte planes).
+       a msgpack float, whose 8 bytes go to a column of byte planes). A table with no
+       row and no truncation changes nothing on replay and is left out.
     """
+    if not all(c.rows or c.truncated for c in changes.values()):
+        changes = {name: c for name, c in changes.items() if c.rows or c.truncated}
     tails: dict[str, int] = {}
     tail_id = tails.setdefault
     split = _splits(changes)
     folders: list[str] = list(map(_FIRST, split))
     truncated: list[int]
+    named: tuple[list[int], list[str], list[list[Any]]] | None = None
     if len(set(folders)) == len(folders):  # a folder per table (one object each): no grouping
         order: Sequence[int] = range(len(folders))
         if head_ids is not None:  # interned folders in id order: their ids delta-encode
             order = sorted(order, key=list(map(head_ids.__getitem__, folders)).__getitem__)
+        elif compact:
+            named = _name_templates(folders)
+            if named is not None:
+                order = named[0]
         edits = list(changes.values())
         ordered = [edits[i] for i in order]
         heads: list[Any] = [folders[i] for i in order]
@@ -466,6 +576,11 @@ def _encode_plain(
                 group.append((tail, change))
         if head_ids is not None:  # interned folders in id order: their ids delta-encode
             by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
+        elif compact:
+            named = _name_templates(list(by_head))
+            if named is not None:
+                grouped = list(by_head)
+                by_head = {grouped[i]: by_head[grouped[i]] for i in named[0]}
         heads = list(by_head)
         head_tables = list(map(len, by_head.values()))
         table_tails = []
@@ -595,6 +710,9 @@ def _encode_plain(
     if head_ids is not None:
         ids = [head_ids[h] for h in heads]
         heads = [b - a for a, b in zip([0, *ids], ids, strict=False)]
+    elif named is not None:
+        heads = [[named[1], named[2]]]
+    groups = [_plane_group(w, fixed[w], compact) for w in sorted(fixed)]
     payload = msgpack.packb(
         [
             heads,
@@ -610,16 +728,16 @@ def _encode_plain(
             widths if any(widths) else None,
             value_lens,
             b"".join(values),
-            [[w, _shuffle(b"".join(fixed[w]), w)] for w in sorted(fixed)],
+            groups,
         ],
         use_bin_type=True,
     )
     if payloads is not None and not full:
         payloads.append(payload)
-    widest = max(fixed, default=0)
-    count = len(fixed[widest]) if widest else 0
+    count = len(fixed[max(fixed)]) if fixed else 0
     if count >= PLANE_BLOCK_ROWS:
-        compressed = _compress_planes(_compressor(level, dictionary), payload, widest, count)
+        planes = len(groups[-1][1]) // count  # of the widest group (the last)
+        compressed = _compress_planes(_compressor(level, dictionary), payload, planes, count)
     else:
         compressed = _compressor(level, dictionary).compress(payload)
     if len(compressed) >= len(payload):
@@ -816,6 +934,10 @@ def _table_values(
         return _mixed_values(value_lens, data, b"")
     fixed: dict[int, list[bytes]] = {}
     for width, shuffled in planes:
+        if width < 0:  # msgpack floats without their marker byte (schema version 6)
+            plain = _unshuffle(shuffled, -width - 1)
+            fixed[-width] = [_FLOAT_MARKER + plain[i : i + 8] for i in range(0, len(plain), 8)]
+            continue
         plain = _unshuffle(shuffled, width)
         fixed[width] = [plain[i : i + width] for i in range(0, len(plain), width)]
     taken = dict.fromkeys(fixed, 0)
@@ -867,7 +989,13 @@ def _decode(
             value_bytes,
             planes,
         ) = columns
-        if heads and isinstance(heads[0], int):
+        if heads and isinstance(heads[0], list):  # templated (schema version 6)
+            ((others, templated),) = heads
+            heads = list(others)
+            for template, numbers in templated:
+                prefix, _, suffix = template.partition("\x00")
+                heads.extend([f"{prefix}{n}{suffix}" for n in accumulate(_read_uvarints(numbers))])
+        elif heads and isinstance(heads[0], int):
             if legacy_values is None:
                 heads = list(accumulate(heads))
             if resolve is None:

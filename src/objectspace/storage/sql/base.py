@@ -62,9 +62,11 @@ from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
 
-SCHEMA_VERSION = 5
-"""4: writes indexed by (op, key_group, version), a commit rewrites no index entry; 3: one
-block per write in ``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
+SCHEMA_VERSION = 6
+"""6: blocks name their table folders (templates for numbered ones), no index by segment;
+5: writes indexed by (op, version, key_group), heads in ``ckpt_heads``; 4: writes indexed
+by (op, key_group, version), a commit rewrites no index entry; 3: one block per write in
+``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
 
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
@@ -167,12 +169,13 @@ class SQLBackend(SegmentQueries):
                 tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         if self._columns(tx, "ckpt_rows"):
             self._migrate_rows(tx)
-        if row is not None and int(row[0]) < 5:
-            # Version 5 indexes writes by (op, version, key_group) (created with the tables):
-            # the indexes of versions 1..4 go, and the heads table is filled.
+        if row is not None and int(row[0]) < 6:
+            # Version 5 indexes writes by (op, version, key_group) (created with the tables),
+            # version 6 by nothing else: the indexes of versions 1..5 go.
             for index in DROPPED_INDEXES:
                 tx.execute(f"DROP INDEX IF EXISTS {index}")
-            self._fill_heads(tx)
+        if row is not None and int(row[0]) < 5:
+            self._fill_heads(tx)  # version 5 keeps each key group's head
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             tx.execute(
                 "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
@@ -748,7 +751,7 @@ class SQLBackend(SegmentQueries):
         def work(tx: Tx) -> WriteInfo:
             op_id = self._operator_id(tx, job, operator)
             dictionary = self._operator_dictionary_tx(tx, op_id)
-            block, count = encode_block(changes, True, dictionary=dictionary)
+            block, count = encode_block(changes, True, dictionary=dictionary, compact=True)
             write_id = self._insert_write(
                 tx,
                 op_id,

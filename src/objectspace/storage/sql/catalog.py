@@ -156,7 +156,7 @@ def stage_parts(
     staged = []
     for part in parts:
         block, rows = encode_block(
-            part.changes, part.full, levels[part.full], None, dictionary, payloads
+            part.changes, part.full, levels[part.full], None, dictionary, payloads, compact=True
         )
         staged.append(
             StagedWrite(
