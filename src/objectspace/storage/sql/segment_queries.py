@@ -22,9 +22,14 @@ __all__ = ["SegmentQueries"]
 
 _R = TypeVar("_R")
 
-# The segments some write references: one pass over ckpt_writes (no index by segment: it
-# cost every commit an entry per write, for queries only the GC makes).
-_REFERENCED = "SELECT segment FROM ckpt_writes WHERE segment IS NOT NULL"
+# The segments no write references, by one pass over ckpt_writes (there is no index by
+# segment: it cost every commit an entry per write, for queries only the GC makes). An
+# anti-join with the referenced set, not ``NOT IN``, which PostgreSQL cannot turn into a
+# hash or merge anti-join (NULL semantics) and may run as a scan per segment.
+_UNREFERENCED = (
+    "SELECT s.id FROM ckpt_segments s LEFT JOIN (SELECT DISTINCT segment FROM ckpt_writes "
+    "WHERE segment IS NOT NULL) r ON r.segment = s.id WHERE r.segment IS NULL"
+)
 
 
 def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
@@ -52,8 +57,8 @@ class SegmentQueries(SegmentCatalog):
                 "stamping unreferenced segments",
                 lambda tx: (
                     tx.execute(
-                        "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND id NOT IN "
-                        f"({_REFERENCED})",
+                        "UPDATE ckpt_segments SET stamped = ? WHERE stamped IS NULL AND id IN "
+                        f"({_UNREFERENCED})",
                         (when,),
                     ).rowcount
                 ),
@@ -68,7 +73,7 @@ class SegmentQueries(SegmentCatalog):
             "listing collectable segments",
             lambda tx: tx.all(
                 "SELECT path FROM ckpt_segments WHERE stamped IS NOT NULL AND stamped <= ? "
-                f"AND id NOT IN ({_REFERENCED}) ORDER BY path",
+                f"AND id IN ({_UNREFERENCED}) ORDER BY path",
                 (cutoff,),
             ),
             write=False,
@@ -95,7 +100,7 @@ class SegmentQueries(SegmentCatalog):
                 found.extend(
                     tx.all(
                         "SELECT path, bytes FROM ckpt_segments WHERE stamped IS NOT NULL AND "
-                        f"path IN ({_marks(len(chunk))}) AND id NOT IN ({_REFERENCED})",
+                        f"path IN ({_marks(len(chunk))}) AND id IN ({_UNREFERENCED})",
                         list(chunk),
                     )
                 )
