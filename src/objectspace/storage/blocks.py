@@ -273,21 +273,22 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
 
 # a folder name around its first decimal number (no leading zero, at most 18 digits)
 _NUMBERED = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z", re.DOTALL)
-_NUMBERS: dict[str, tuple[str, int, str] | None] = {}
+_PLAIN: tuple[()] = ()  # a folder that is not numbered (cached as such)
+_NUMBERS: dict[str, tuple[str, int] | tuple[()]] = {}
 
 
-def _numbered(folder: str) -> tuple[str, int, str] | None:
-    """``folder`` as (prefix, number, suffix) around its first decimal number, if that
-    number has no leading zero (so that ``f"{prefix}{number}{suffix}"`` is ``folder``) and
-    the folder has no NUL (which separates a template's prefix from its suffix)."""
-    found = _NUMBERS.get(folder, False)
-    if found is False:
+def _numbered(folder: str) -> tuple[str, int] | tuple[()]:
+    """``folder`` as (template, number): the template is ``prefix NUL suffix`` around its
+    first decimal number, if that number has no leading zero (so that the number between
+    the template's parts is ``folder``) and the folder has no NUL; else ``()``."""
+    found = _NUMBERS.get(folder)
+    if found is None:
         match = None if "\x00" in folder else _NUMBERED.match(folder)
-        found = None if match is None else (match[1], int(match[2]), match[3] or "")
+        found = _PLAIN if match is None else (f"{match[1]}\x00{match[3] or ''}", int(match[2]))
         if len(_NUMBERS) >= _SPLITS_MAX:
             _NUMBERS.clear()
         _NUMBERS[folder] = found
-    return found  # type: ignore[return-value]
+    return found
 
 
 def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[list[Any]]] | None:
@@ -295,32 +296,33 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     keys: ``state/item/17/buf``, ``state/item/203/buf``) as templates: the new order of
     ``folders`` (the others first, as they were, then each template's folders by number),
     the other folders' names, and per template ``[prefix NUL suffix, numbers]``, the numbers
-    delta-encoded as unsigned LEB128 varints.
-    ``None`` when no two folders share a template. The numbers cost a byte or two each
-    where the names cost what zstd makes of their digits and the repeated text."""
-    groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for i, folder in enumerate(folders):
-        found = _numbered(folder)
-        if found is not None:
-            prefix, number, suffix = found
-            groups.setdefault((prefix, suffix), []).append((number, i))
-    shared = [(key, members) for key, members in groups.items() if len(members) > 1]
-    if not shared:
+    delta-encoded as unsigned LEB128 varints. ``None`` when no two folders share a
+    template. The numbers cost a byte or two each where the names cost what zstd makes of
+    their digits and the repeated text."""
+    found = list(map(_NUMBERS.get, folders))
+    if None in found:
+        found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for i, numbered in enumerate(found):
+        if numbered:
+            template, number = numbered
+            members = groups.get(template)
+            if members is None:
+                groups[template] = [(number, i)]
+            else:
+                members.append((number, i))
+    if not any(len(members) > 1 for members in groups.values()):
         return None
-    templated = {i for _, members in shared for _, i in members}
-    order = [i for i in range(len(folders)) if i not in templated]
+    order = [i for i, numbered in enumerate(found) if not numbered or len(groups[numbered[0]]) == 1]
     others = [folders[i] for i in order]
     column: list[list[Any]] = []
-    for (prefix, suffix), members in shared:
-        members.sort()
-        order.extend(i for _, i in members)
-        numbers = [n for n, _ in members]
-        column.append(
-            [
-                f"{prefix}\x00{suffix}",
-                _uvarints([b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]),
-            ]
-        )
+    for template, members in groups.items():
+        if len(members) > 1:
+            members.sort()
+            order.extend([i for _, i in members])
+            numbers = [n for n, _ in members]
+            deltas = [b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]
+            column.append([template, _uvarints(deltas)])
     return order, others, column
 
 
@@ -339,6 +341,7 @@ def _plane_group(width: int, values: Sequence[bytes], floats: bool) -> list[Any]
 
 
 def _uvarints(numbers: Sequence[int]) -> bytes:
+    """Unsigned LEB128 of each number."""
     out = bytearray()
     for n in numbers:
         while n >= 0x80:
