@@ -302,27 +302,28 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     found = list(map(_NUMBERS.get, folders))
     if None in found:
         found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
-    groups: dict[str, list[tuple[int, int]]] = {}
+    groups: dict[str, dict[int, int]] = {}  # template -> number -> index in folders
     for i, numbered in enumerate(found):
         if numbered:
-            template, number = numbered
-            members = groups.get(template)
+            members = groups.get(numbered[0])
             if members is None:
-                groups[template] = [(number, i)]
+                groups[numbered[0]] = {numbered[1]: i}
             else:
-                members.append((number, i))
-    if not any(len(members) > 1 for members in groups.values()):
+                members[numbered[1]] = i
+    shared = {template: members for template, members in groups.items() if len(members) > 1}
+    if not shared:
         return None
-    order = [i for i, numbered in enumerate(found) if not numbered or len(groups[numbered[0]]) == 1]
+    if len(shared) == len(groups):
+        order = [i for i, numbered in enumerate(found) if not numbered]
+    else:
+        order = [i for i, numbered in enumerate(found) if not numbered or numbered[0] not in shared]
     others = [folders[i] for i in order]
     column: list[list[Any]] = []
-    for template, members in groups.items():
-        if len(members) > 1:
-            members.sort()
-            order.extend([i for _, i in members])
-            numbers = [n for n, _ in members]
-            deltas = [b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]
-            column.append([template, _uvarints(deltas)])
+    for template, members in shared.items():
+        numbers = sorted(members)
+        order.extend(map(members.__getitem__, numbers))
+        deltas = [b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]
+        column.append([template, _uvarints(deltas)])
     return order, others, column
 
 
@@ -342,6 +343,8 @@ def _plane_group(width: int, values: Sequence[bytes], floats: bool) -> list[Any]
 
 def _uvarints(numbers: Sequence[int]) -> bytes:
     """Unsigned LEB128 of each number."""
+    if max(numbers, default=0) < 0x80:
+        return bytes(numbers)
     out = bytearray()
     for n in numbers:
         while n >= 0x80:
@@ -546,8 +549,11 @@ def _encode_plain(
        a msgpack float, whose 8 bytes go to a column of byte planes). A table with no
        row and no truncation changes nothing on replay and is left out.
     """
-    if not all(c.rows or c.truncated for c in changes.values()):
-        changes = {name: c for name, c in changes.items() if c.rows or c.truncated}
+    empty = [name for name, c in changes.items() if not c.rows and not c.truncated]
+    if empty:
+        changes = dict(changes)
+        for name in empty:
+            del changes[name]
     tails: dict[str, int] = {}
     tail_id = tails.setdefault
     split = _splits(changes)
