@@ -218,8 +218,9 @@ def test_a_staged_head_must_have_the_parent_the_instance_built_on(storage: osp.S
 
 def test_writes_a_commit_stores_keep_no_attempt_name(storage: osp.Storage) -> None:
     """A byte-saving detail of SQL catalogs: the writes a commit stores itself are never
-    pending outside it, so their rows keep no attempt name; ``created`` is whole seconds
-    (a 4-byte integer in SQLite, not an 8-byte float)."""
+    pending outside it, so their rows keep no attempt name and no time (``created`` 0: the
+    checkpoint's ``committed_at`` says when); a pending write's ``created`` is whole
+    seconds (a 4-byte integer in SQLite, not an 8-byte float)."""
     from objectspace.storage.sql import SQLBackend
 
     backend = storage.backend
@@ -243,4 +244,6 @@ def test_writes_a_commit_stores_keep_no_attempt_name(storage: osp.Storage) -> No
     assert {a for v, a, _ in rows if v == 1} <= attempts
     assert {a for v, a, _ in rows if v == 1}
     assert all(float(c) == int(c) for _, _, c in rows)
+    assert {c for v, _, c in rows if v == 0} == {0}
+    assert all(c > 1_700_000_000 for v, _, c in rows if v == 1)
     assert read_all(op, 3) == work.snapshot()

@@ -74,6 +74,9 @@ COMPACTION = "compaction"
 # tells pending writes apart, and these are never pending outside the commit; empty, it
 # costs a row of ``ckpt_writes`` no bytes.
 _COMMITTED_ATTEMPT = ""
+# Their ``created``: 0, which SQLite stores in no byte (the commit's time is the
+# checkpoint's ``committed_at``); a pending write records when it was stored.
+_COMMITTED_CREATED = 0.0
 
 
 def _stamp() -> float:
@@ -386,6 +389,7 @@ class SQLBackend(SegmentQueries):
         digest: int | None = None,
         parent: int | None = None,
     ) -> int:
+        created = _COMMITTED_CREATED if attempt == _COMMITTED_ATTEMPT else _stamp()
         if committed and attempt == COMPACTION:
             parent = self._compacted_origin(tx, op_id, key_group, version)
         row = tx.one(
@@ -400,7 +404,7 @@ class SQLBackend(SegmentQueries):
                 nbytes,
                 rows,
                 attempt,
-                _stamp(),
+                created,
                 segment,
                 offset,
                 length,
@@ -518,9 +522,9 @@ class SQLBackend(SegmentQueries):
         self, tx: Tx, op_id: int, staged: Sequence[StagedWrite], *, committing: bool = False
     ) -> list[int]:
         """Insert staged writes of one operator as pending writes with their blocks.
-        ``committing``: the commit stores them, and their attempt names are not kept
-        (:data:`_COMMITTED_ATTEMPT`)."""
-        now = _stamp()
+        ``committing``: the commit stores them, and their attempt names and times are not
+        kept (:data:`_COMMITTED_ATTEMPT`, :data:`_COMMITTED_CREATED`)."""
+        now = _COMMITTED_CREATED if committing else _stamp()
         write_ids = self._insert_writes(
             tx,
             [
