@@ -322,8 +322,7 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     for template, members in shared.items():
         numbers = sorted(members)
         order.extend(map(members.__getitem__, numbers))
-        deltas = [b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]
-        column.append([template, _uvarints(deltas)])
+        column.append([template, _uvarints(_deltas(numbers))])
     return order, others, column
 
 
@@ -339,6 +338,11 @@ def _plane_group(width: int, values: Sequence[bytes], floats: bool) -> list[Any]
     if floats and width == _FLOAT_WIDTH and planes[:count] == _FLOAT_MARKER * count:
         return [-width, planes[count:]]
     return [width, planes]
+
+
+def _deltas(numbers: Sequence[int]) -> list[int]:
+    """Each number less the one before it (the first less 0): what ``accumulate`` undoes."""
+    return [b - a for a, b in zip([0, *numbers], numbers, strict=False)]
 
 
 def _uvarints(numbers: Sequence[int]) -> bytes:
@@ -395,7 +399,7 @@ def _table_keys(keys: list[bytes]) -> list[int] | None:
         return None
     if b"".join([b"%d" % i for i in ints]) != joined:  # a leading zero, or an empty key
         return None
-    return [b - a for a, b in zip([0, *ints[:-1]], ints, strict=True)]
+    return _deltas(ints)
 
 
 def encode_block(
@@ -586,9 +590,9 @@ def _encode_plain(
         if head_ids is not None:  # interned folders in id order: their ids delta-encode
             by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
         elif compact:
-            named = _name_templates(list(by_head))
+            grouped = list(by_head)
+            named = _name_templates(grouped)
             if named is not None:
-                grouped = list(by_head)
                 by_head = {grouped[i]: by_head[grouped[i]] for i in named[0]}
         heads = list(by_head)
         head_tables = list(map(len, by_head.values()))
@@ -717,8 +721,7 @@ def _encode_plain(
                 add_value_len(len(value))
                 add_value(value)
     if head_ids is not None:
-        ids = [head_ids[h] for h in heads]
-        heads = [b - a for a, b in zip([0, *ids], ids, strict=False)]
+        heads = _deltas([head_ids[h] for h in heads])
     elif named is not None:
         heads = [[named[1], named[2]]]
     groups = [_plane_group(w, fixed[w], compact) for w in sorted(fixed)]
