@@ -1403,12 +1403,195 @@ intern(PyObject **var, const char *text)
     return *var == NULL ? -1 : 0;
 }
 
+/* -- emit_rows: a dict's changed entries as rows (the twin of _pycore.emit_rows) ------------ */
+
+/* rows[key] = prefix + payload, without a Python-level concatenation. */
+static int
+set_row(PyObject *rows, PyObject *key, PyObject *prefix, PyObject *payload)
+{
+    PyObject *row;
+    if (PyBytes_CheckExact(prefix) && PyBytes_CheckExact(payload)) {
+        Py_ssize_t a = PyBytes_GET_SIZE(prefix), b = PyBytes_GET_SIZE(payload);
+        row = PyBytes_FromStringAndSize(NULL, a + b);
+        if (row != NULL) {
+            memcpy(PyBytes_AS_STRING(row), PyBytes_AS_STRING(prefix), (size_t)a);
+            memcpy(PyBytes_AS_STRING(row) + a, PyBytes_AS_STRING(payload), (size_t)b);
+        }
+    }
+    else {
+        row = PyNumber_Add(prefix, payload);
+    }
+    if (row == NULL) {
+        return -1;
+    }
+    int status = PyDict_SetItem(rows, key, row);
+    Py_DECREF(row);
+    return status;
+}
+
+/* encode_key(slot)[0]: the stored key of a key that is not plain. */
+static PyObject *
+encoded_key(PyObject *encode_key, PyObject *slot)
+{
+    PyObject *pair = PyObject_CallOneArg(encode_key, slot);
+    if (pair == NULL) {
+        return NULL;
+    }
+    PyObject *key = PySequence_GetItem(pair, 0);
+    Py_DECREF(pair);
+    return key;
+}
+
+/* One slot that is still in data: its row, or -1 with an exception set. */
+static int
+emit_live(PyObject *const *args, PyObject *slot)
+{
+    PyObject *rows = args[0], *data = args[2], *order = args[3], *key_dumps = args[4];
+    PyObject *dumps = args[5], *pack_uint = args[6], *plain = args[7], *prefixes = args[8];
+    PyObject *entry_mark = args[9], *encode_key = args[11];
+    PyObject *key, *prefix = NULL, *value, *payload;
+    int is_plain = PySet_Contains(plain, (PyObject *)Py_TYPE(slot));
+    if (is_plain < 0) {
+        return -1;
+    }
+    key = is_plain ? PyObject_CallOneArg(key_dumps, slot) : encoded_key(encode_key, slot);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *number = PyDict_GetItemWithError(order, slot);
+    if (number == NULL) {
+        if (PyErr_Occurred()) {
+            goto error;
+        }
+        number = int_zero;
+    }
+    Py_INCREF(number);
+    Py_ssize_t n = PyLong_AsSsize_t(number);
+    if (n == -1 && PyErr_Occurred()) {
+        Py_DECREF(number);
+        goto error;
+    }
+    if (n >= 0 && n < PyTuple_GET_SIZE(prefixes)) {
+        prefix = PyTuple_GET_ITEM(prefixes, n);
+        Py_INCREF(prefix);
+        Py_DECREF(number);
+    }
+    else {
+        PyObject *packed = PyObject_CallOneArg(pack_uint, number);
+        Py_DECREF(number);
+        if (packed == NULL) {
+            goto error;
+        }
+        prefix = PyNumber_Add(entry_mark, packed);
+        Py_DECREF(packed);
+        if (prefix == NULL) {
+            goto error;
+        }
+    }
+    value = PyDict_GetItemWithError(data, slot);
+    if (value == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, slot);
+        }
+        goto error;
+    }
+    Py_INCREF(value);
+    payload = PyObject_CallOneArg(dumps, value);
+    Py_DECREF(value);
+    if (payload == NULL) {
+        goto error;
+    }
+    int status = set_row(rows, key, prefix, payload);
+    Py_DECREF(payload);
+    Py_DECREF(prefix);
+    Py_DECREF(key);
+    return status;
+
+error:
+    Py_XDECREF(prefix);
+    Py_DECREF(key);
+    return -1;
+}
+
+static PyObject *
+core_emit_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "emit_rows takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rows = args[0], *slots = args[1], *data = args[2], *order = args[3];
+    PyObject *plain = args[7], *prefixes = args[8], *deleted = args[10];
+    PyObject *encode_key = args[11], *unencodable = args[12];
+    if (!PyDict_Check(rows) || !PyDict_Check(data) || !PyDict_Check(order) ||
+        !PyAnySet_Check(plain) || !PyTuple_Check(prefixes)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "emit_rows: rows, data and order must be dicts, plain a set, "
+                        "prefixes a tuple");
+        return NULL;
+    }
+    PyObject *iterator = PyObject_GetIter(slots);
+    if (iterator == NULL) {
+        return NULL;
+    }
+    PyObject *slot;
+    while ((slot = PyIter_Next(iterator)) != NULL) {
+        int live = PyDict_Contains(data, slot);
+        int status;
+        if (live < 0) {
+            status = -1;
+        }
+        else if (live) {
+            status = emit_live(args, slot);
+        }
+        else {
+            PyObject *key = encoded_key(encode_key, slot);
+            if (key == NULL) {
+                if (PyErr_ExceptionMatches(unencodable)) {
+                    /* a key that cannot be encoded was never stored */
+                    PyErr_Clear();
+                    Py_DECREF(slot);
+                    continue;
+                }
+                status = -1;
+            }
+            else {
+                status = PyDict_SetItem(rows, key, deleted);
+                Py_DECREF(key);
+            }
+        }
+        Py_DECREF(slot);
+        if (status < 0) {
+            break;
+        }
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            /* a key or value needs the general way after all (an int beyond 64 bits) */
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef core_functions[] = {
+    {"emit_rows", (PyCFunction)(void (*)(void))core_emit_rows, METH_FASTCALL,
+     "emit_rows(rows, slots, data, order, key_dumps, dumps, pack_uint, plain, prefixes, "
+     "entry_mark, deleted, encode_key, unencodable) -> bool\n--\n\n"
+     "A dict's changed entries as rows: see objectspace.collections._pycore.emit_rows."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "objectspace.collections._core",
     .m_doc = "The fields and hot methods of the persisted types, in C "
              "(the twin of objectspace.collections._pycore).",
     .m_size = -1,
+    .m_methods = core_functions,
 };
 
 PyMODINIT_FUNC

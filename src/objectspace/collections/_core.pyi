@@ -5,7 +5,8 @@ is type-checked against (see :mod:`objectspace.collections._impl`).
 """
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import Any, overload
 
 from objectspace.collections.base import Page
@@ -85,3 +86,20 @@ class StackBase(ObjectBase):
     def pop(self) -> Any: ...
     def peek(self) -> Any: ...
     def __len__(self) -> int: ...
+
+def emit_rows(
+    rows: dict[bytes, Any],
+    slots: Iterable[Any],
+    data: dict[Any, Any],
+    order: dict[Any, int],
+    key_dumps: Callable[[Any], bytes],
+    dumps: Callable[[Any], bytes],
+    pack_uint: Callable[[int], bytes],
+    plain: AbstractSet[type],
+    prefixes: tuple[bytes, ...],
+    entry_mark: bytes,
+    deleted: object,
+    encode_key: Callable[[Any], tuple[bytes, bool]],
+    unencodable: tuple[type[BaseException], ...],
+    /,
+) -> bool: ...

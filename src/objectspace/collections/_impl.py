@@ -20,6 +20,7 @@ __all__ = [
     "QueueBase",
     "StackBase",
     "ValueBase",
+    "emit_rows",
 ]
 
 PURE_PYTHON_ENV = "OBJECTSPACE_PURE_PYTHON"
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         QueueBase,
         StackBase,
         ValueBase,
+        emit_rows,
     )
 else:
     _module, IMPLEMENTATION = _choose()
@@ -59,3 +61,4 @@ else:
     ListBase = _module.ListBase
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
+    emit_rows = _module.emit_rows

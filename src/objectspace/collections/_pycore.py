@@ -16,7 +16,8 @@ from __future__ import annotations
 import copyreg
 import operator
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
@@ -26,7 +27,15 @@ if TYPE_CHECKING:
 # copyreg's reconstructor for protocol-2 style pickles (not in its type stubs).
 _NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]
 
-__all__ = ["ArrayBase", "ListBase", "ObjectBase", "QueueBase", "StackBase", "ValueBase"]
+__all__ = [
+    "ArrayBase",
+    "ListBase",
+    "ObjectBase",
+    "QueueBase",
+    "StackBase",
+    "ValueBase",
+    "emit_rows",
+]
 
 
 class ObjectBase:
@@ -240,3 +249,44 @@ class StackBase(ObjectBase):
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+def emit_rows(
+    rows: dict[bytes, Any],
+    slots: Iterable[Any],
+    data: dict[Any, Any],
+    order: dict[Any, int],
+    key_dumps: Callable[[Any], bytes],
+    dumps: Callable[[Any], bytes],
+    pack_uint: Callable[[int], bytes],
+    plain: AbstractSet[type],
+    prefixes: tuple[bytes, ...],
+    entry_mark: bytes,
+    deleted: object,
+    encode_key: Callable[[Any], tuple[bytes, bool]],
+    unencodable: tuple[type[BaseException], ...],
+) -> bool:
+    """A dict's changed entries (``slots``) as rows: a live key's row is its stored key
+    (``key_dumps`` of a key whose type is in ``plain``, else ``encode_key(key)[0]``) to its
+    entry mark (``prefixes[n]``, or ``entry_mark + pack_uint(n)`` past them; ``n`` its
+    insertion number in ``order``, 0 if none) followed by ``dumps`` of its value; a removed
+    key's row is ``deleted``, unless the key cannot be encoded (``unencodable``: it was
+    never stored). ``False`` on an ``OverflowError`` (an int beyond 64 bits), with the rows
+    so far written: the caller writes them again the general way."""
+    known = len(prefixes)
+    try:
+        for slot in slots:
+            if slot in data:
+                row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                n = order.get(slot, 0)
+                prefix = prefixes[n] if 0 <= n < known else entry_mark + pack_uint(n)
+                rows[row] = prefix + dumps(data[slot])
+            else:
+                try:
+                    row = encode_key(slot)[0]
+                except unencodable:
+                    continue  # a key that cannot be encoded was never stored
+                rows[row] = deleted
+    except OverflowError:
+        return False
+    return True

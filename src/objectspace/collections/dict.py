@@ -27,6 +27,7 @@ from objectspace.tables import DELETED, StateReader, TableChanges
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 from objectspace.collections._dictbase import _MISSING, _DictBase
+from objectspace.collections._impl import emit_rows
 
 __all__ = ["PersistedDict"]
 
@@ -165,31 +166,21 @@ class PersistedDict(_DictBase):
         changes = out.changes.get(name)
         if changes is None:
             changes = out.changes[name] = TableChanges()
-        rows = changes.rows
-        data = self._data
-        number = self._order.get
-        key_dumps = out.key_dumps
-        dumps = out.dumps
-        pack_uint = out.pack_uint
-        plain = PLAIN_KEY_TYPES
-        prefixes = _ENTRY_PREFIXES
-        known = len(prefixes)
-        try:
-            for slot in slots:
-                if slot in data:
-                    row = key_dumps(slot) if type(slot) in plain else out.encode_key(slot)[0]
-                    n = number(slot, 0)
-                    prefix = prefixes[n] if n < known else ENTRY_MARK + pack_uint(n)
-                    rows[row] = prefix + dumps(data[slot])
-                else:
-                    try:
-                        row = out.encode_key(slot)[0]
-                    except UNENCODABLE:
-                        continue  # a key that cannot be encoded was never stored
-                    rows[row] = DELETED
-        except OverflowError:
-            return False
-        return True
+        return emit_rows(
+            changes.rows,
+            slots,
+            self._data,
+            self._order,
+            out.key_dumps,
+            out.dumps,
+            out.pack_uint,
+            PLAIN_KEY_TYPES,
+            _ENTRY_PREFIXES,
+            ENTRY_MARK,
+            DELETED,
+            out.encode_key,
+            UNENCODABLE,
+        )
 
     def _held(self, slot: Any) -> Any:
         # Every live key was noted by _number (here or at an earlier save) or at load,

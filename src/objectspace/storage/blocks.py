@@ -83,6 +83,7 @@ __all__ = [
 Tables = dict[str, dict[bytes, bytes]]
 _Rows = list[tuple[str, bytes, bytes | None]]
 _FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 _HEAD = struct.Struct("<BQ")
 _LEGACY_HEAD = struct.Struct("<IQ")
@@ -302,6 +303,14 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     found = list(map(_NUMBERS.get, folders))
     if None in found:
         found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
+    if _PLAIN not in found:
+        # The common case in C-level passes: every folder numbered, by one template.
+        pairs = cast("list[tuple[str, int]]", found)
+        templates = set(map(_FIRST, pairs))
+        if len(templates) == 1 and len(pairs) > 1:
+            numbers: list[int] = list(map(_SECOND, pairs))
+            ranked = sorted(range(len(numbers)), key=numbers.__getitem__)
+            return ranked, [], [[templates.pop(), _uvarints(_deltas(sorted(numbers)))]]
     groups: dict[str, dict[int, int]] = {}  # template -> number -> index in folders
     for i, numbered in enumerate(found):
         if numbered:
