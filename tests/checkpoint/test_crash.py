@@ -30,6 +30,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,7 @@ from tests.support.crash_worker import (
     reference,
     snapshot,
 )
+from tests.support.packs import writes
 
 SEED = 20240517
 K = 4  # the checkpoint that fails
@@ -93,33 +95,23 @@ def expected_last(k: int, step: str) -> int:
 
 def uncommitted_writes(storage: Storage) -> int:
     conn = storage.backend.connection  # type: ignore[attr-defined]
-    return int(conn.execute("SELECT COUNT(*) FROM ckpt_writes WHERE committed = 0").fetchone()[0])
+    return sum(not w.committed for w in writes(conn))
 
 
 def check_catalog(storage: Storage) -> None:
     """No half-written write: every write has its block, every block has its write, and
     every retained checkpoint has exactly the committed writes of its version."""
     conn = storage.backend.connection  # type: ignore[attr-defined]
-    orphans = conn.execute(
-        "SELECT COUNT(*) FROM ckpt_blocks WHERE write NOT IN (SELECT id FROM ckpt_writes)"
-    ).fetchone()[0]
-    assert orphans == 0
-    blockless = conn.execute(
-        "SELECT w.id FROM ckpt_writes w WHERE w.segment IS NULL AND NOT EXISTS "
-        "(SELECT 1 FROM ckpt_blocks b WHERE b.write = w.id)"
-    ).fetchall()
-    assert blockless == []
+    found = writes(conn)
+    blocks = {w for (w,) in conn.execute("SELECT write FROM ckpt_blocks")}
+    assert blocks <= {w.id for w in found}  # no orphan block
+    assert [w.id for w in found if w.segment is None and w.id not in blocks] == []
     last = conn.execute("SELECT last_checkpoint FROM ckpt_jobs WHERE name = ?", (JOB,)).fetchone()
     if last is not None and last[0] is not None:
-        beyond = conn.execute(
-            "SELECT COUNT(*) FROM ckpt_writes WHERE committed = 1 AND version > ?", (last[0],)
-        ).fetchone()[0]
-        assert beyond == 0
-    counts = conn.execute(
-        "SELECT c.checkpoint, c.writes, (SELECT COUNT(*) FROM ckpt_writes w "
-        "WHERE w.committed = 1 AND w.version = c.checkpoint) FROM ckpt_checkpoints c"
-    ).fetchall()
-    assert [(c, n) for c, n, _ in counts] == [(c, n) for c, _, n in counts]
+        assert [w.id for w in found if w.committed and w.version > last[0]] == []
+    counts = conn.execute("SELECT checkpoint, writes FROM ckpt_checkpoints").fetchall()
+    held = Counter(w.version for w in found if w.committed)
+    assert [(c, n) for c, n in counts] == [(c, held[c]) for c, _ in counts]
 
 
 def verify_recovery(url: str, last: int, pending: int) -> None:

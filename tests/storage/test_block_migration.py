@@ -15,6 +15,7 @@ from typing import Any
 
 import objectspace as osp
 from objectspace.storage.sql import SCHEMA_VERSION
+from tests.support.packs import writes
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ckpt_schema_v2.sql"
 KEY = "acct-7"
@@ -58,11 +59,10 @@ def test_a_schema_2_store_is_converted_to_blocks(tmp_path: Path) -> None:
         version = conn.execute("SELECT value FROM ckpt_meta WHERE name = 'schema_version'")
         assert version.fetchone() == (str(SCHEMA_VERSION),)
         # every write has its block, and its digest is the block's checksum
-        writes = conn.execute(
-            "SELECT COUNT(*), COUNT(b.write), COUNT(w.digest) FROM ckpt_writes w "
-            "LEFT JOIN ckpt_blocks b ON b.write = w.id"
-        ).fetchone()
-        assert writes[0] == writes[1] == writes[2] > 0
+        found = writes(conn)
+        blocks = {w for (w,) in conn.execute("SELECT write FROM ckpt_blocks")}
+        assert found and all(w.id in blocks and w.digest is not None for w in found)
+        assert len(blocks) == len(found)
     finally:
         conn.close()
 

@@ -1,5 +1,5 @@
-"""The catalog of schema versions 5 and 6: a save and a commit write a handful of pages, and
-stores written by schema versions 3, 4 and 5 are migrated when they are opened.
+"""The catalog of schema version 7: a save and a commit write a handful of pages, and stores
+written by schema versions 3, 4, 5 and 6 are migrated when they are opened.
 
 ``fixtures/ckpt_schema_v3.sql`` is the SQL dump of a store written by the code of schema
 version 3 (blocks in ``ckpt_blocks``, writes indexed by ``(op, committed, key_group,
@@ -11,7 +11,11 @@ attempt of checkpoint 4 that never committed (``account`` set to ``LOST``).
 opening it (writes indexed by ``(op, key_group, version)``, no ``ckpt_heads``), and
 ``fixtures/ckpt_schema_v5.sql`` as the code of schema version 5 left it (writes indexed by
 ``(op, version, key_group)`` and, partially, by segment; ``ckpt_heads``; its blocks name
-their table folders by ids interned in ``ckpt_tables``).
+their table folders by ids interned in ``ckpt_tables``), and ``fixtures/ckpt_schema_v6.sql``
+as the code of schema version 6 (commit 726599f) left the version 5 store after opening it
+and compacting it (a full write of the key group at checkpoint 3, in the compact block
+form that names its folders). Version 7 keeps writes in packs (``ckpt_packs``); a migrated
+store's writes become packs of one write each, with their ids.
 """
 
 from __future__ import annotations
@@ -26,11 +30,18 @@ import pytest
 import objectspace as osp
 from objectspace.storage.sql import SCHEMA_VERSION
 from objectspace.storage.sqlite import backend as sqlite_backend
+from tests.support.packs import writes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEY = "acct-7"
 # the index each older schema version kept its writes by
-OLD_INDEX = {3: "ckpt_writes_chain", 4: "ckpt_writes_groups", 5: "ckpt_writes_segments"}
+OLD_INDEX = {
+    3: "ckpt_writes_chain",
+    4: "ckpt_writes_groups",
+    5: "ckpt_writes_segments",
+    6: "ckpt_writes_versions",
+}
+VERSIONS = [3, 4, 5, 6]
 
 
 def old_store(tmp_path: Path, version: int = 3) -> Path:
@@ -57,10 +68,10 @@ def state(url: str, checkpoint: int | None = None) -> tuple[Any, ...]:
         storage.close()
 
 
-def indexes(path: Path) -> dict[str, list[str]]:
+def indexes(path: Path, table: str = "ckpt_writes") -> dict[str, list[str]]:
     conn = sqlite3.connect(path)
     try:
-        names = [row[1] for row in conn.execute("PRAGMA index_list(ckpt_writes)")]
+        names = [row[1] for row in conn.execute(f"PRAGMA index_list({table})")]
         return {
             n: [str(r[2]) for r in conn.execute(f"PRAGMA index_info({n})")]
             for n in names
@@ -70,19 +81,31 @@ def indexes(path: Path) -> dict[str, list[str]]:
         conn.close()
 
 
-@pytest.mark.parametrize("version", [3, 4, 5])
+def tables(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_an_older_store_is_read_and_migrated(tmp_path: Path, version: int) -> None:
     path = old_store(tmp_path, version)
     assert OLD_INDEX[version] in indexes(path)
+    conn = sqlite3.connect(path)
+    try:
+        old_ids = [w for (w,) in conn.execute("SELECT id FROM ckpt_writes ORDER BY id")]
+    finally:
+        conn.close()
     url = f"sqlite:///{path}"
     others = {i: 1 for i in range(6)}
     # the pending writes of checkpoint 4 stay uncommitted: never part of the state
     assert state(url) == ("ACC-3", [30], {2: 2.0, 3: 3.0}, others)
     assert state(url, 2) == ("ACC-2", [1, 2], {1: 1.0, 2: 2.0}, others)
     assert state(url, 1) == ("ACC-1", [1], {1: 1.0}, others)
-    found = indexes(path)
-    assert not set(OLD_INDEX.values()) & set(found)
-    assert found["ckpt_writes_versions"] == ["op", "version", "key_group"]
+    assert "ckpt_writes" not in tables(path)  # its writes are packs now
+    assert indexes(path, "ckpt_packs") == {"ckpt_packs_versions": ["op", "version"]}
     conn = sqlite3.connect(path)
     try:
         version_row = conn.execute("SELECT value FROM ckpt_meta WHERE name = 'schema_version'")
@@ -91,17 +114,21 @@ def test_an_older_store_is_read_and_migrated(tmp_path: Path, version: int) -> No
         heads = conn.execute(
             "SELECT key_group, head, version, compaction FROM ckpt_heads ORDER BY key_group"
         ).fetchall()
-        newest = conn.execute(
-            "SELECT key_group, MAX(id), MAX(version), 0 FROM ckpt_writes WHERE committed = 1 "
-            "GROUP BY key_group ORDER BY key_group"
-        ).fetchall()
+        found = writes(conn)
     finally:
         conn.close()
-    assert heads == newest
+    # every write kept its id, each alone in its pack
+    assert [w.id for w in found] == old_ids
+    assert all(w.pack == w.id for w in found)
+    newest: dict[int, Any] = {}
+    for w in sorted(found, key=lambda w: (w.version, w.id)):
+        if w.committed:
+            newest[w.key_group] = (w.key_group, w.id, w.version, int(w.attempt == "compaction"))
+    assert heads == [newest[g] for g in sorted(newest)]
     assert 6 not in [head for _, head, _, _ in heads]
 
 
-@pytest.mark.parametrize("version", [3, 4, 5])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_migrated_store_keeps_working(tmp_path: Path, version: int) -> None:
     url = f"sqlite:///{old_store(tmp_path, version)}"
     storage = osp.open_storage(url)
@@ -186,24 +213,28 @@ def test_a_save_writes_pages_for_its_blocks_not_one_per_key_group(tmp_path: Path
     assert pages <= rows // page_size + 30, (pages, receipt.bytes_written)
 
 
-@pytest.mark.parametrize("version", [None, 3, 4, 5])
-def test_no_write_is_indexed_by_segment(tmp_path: Path, version: int | None) -> None:
-    """No write has an entry in an index by segment, fresh or migrated: the garbage
-    collector reads ``ckpt_writes`` once per pass instead (versions 3 and 4 indexed every
-    write, version 5 those in segment files: ~5 pages per commit of the Buffer workload)."""
+@pytest.mark.parametrize("version", [None, *VERSIONS])
+def test_writes_are_packs_indexed_by_version_only(tmp_path: Path, version: int | None) -> None:
+    """No write has a row or an index entry of its own, fresh or migrated: a save's writes
+    are one pack, indexed by (op, version); the garbage collector reads ``ckpt_packs`` once
+    per pass (versions 3 and 4 indexed every write by segment, version 5 those in segment
+    files, versions 5 and 6 every write by version)."""
     path = tmp_path / "fresh.db" if version is None else old_store(tmp_path, version)
     storage = osp.open_storage(f"sqlite:///{path}")
     job = storage.job("j")
     inst = job.operator("o", max_key_groups=4).instance(0, 1)
-    inst.space_for_key("k").create_value("v", 1)
+    for key in range(8):
+        inst.space_for_key(key).create_value(f"v{key}", key)
     checkpoint = (job.last_checkpoint() or 0) + 1
-    assert job.commit(checkpoint, [inst.save(checkpoint)]) is True
+    receipt = inst.save(checkpoint)
+    assert job.commit(checkpoint, [receipt]) is True
     storage.close()
+    assert "ckpt_writes" not in tables(path)
+    assert indexes(path, "ckpt_packs") == {"ckpt_packs_versions": ["op", "version"]}
     conn = sqlite3.connect(path)
     try:
-        listed = {row[1]: row[4] for row in conn.execute("PRAGMA index_list(ckpt_writes)")}
+        found = [w for w in writes(conn) if w.version == checkpoint and w.committed]
     finally:
         conn.close()
-    assert "ckpt_writes_segment" not in listed
-    assert "ckpt_writes_segments" not in listed
-    assert "ckpt_writes_versions" in listed
+    assert len(found) == len(receipt.writes) == 4
+    assert len({w.pack for w in found}) == 1

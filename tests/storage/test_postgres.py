@@ -243,7 +243,7 @@ def test_retried_write_keeps_every_row(
 
     The first attempt inserts the new table names into ckpt_tables and caches their ids;
     then a concurrent SERIALIZABLE transaction forms a write skew with it (it reads
-    ckpt_writes and updates the ckpt_operators row the write read) and commits first, so
+    ckpt_packs and updates the ckpt_operators row the write read) and commits first, so
     PostgreSQL aborts the write (40001) and ``_run`` retries it.
     """
     backend = pg(storage)
@@ -261,7 +261,7 @@ def test_retried_write_keeps_every_row(
         nonlocal conflicts
         if step == "write:rows" and conflicts == 0:
             conflicts += 1
-            other.execute("SELECT count(*) FROM ckpt_writes").fetchone()
+            other.execute("SELECT count(*) FROM ckpt_packs").fetchone()
             other.execute("UPDATE ckpt_operators SET parallelism = parallelism")
             other.commit()
 

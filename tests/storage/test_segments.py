@@ -678,7 +678,7 @@ def test_gc_never_deletes_outside_the_root(tmp_path: Any, caplog: pytest.LogCapt
     with sqlite3.connect(tmp_path / "catalog.db") as conn:
         conn.execute(
             "UPDATE ckpt_segments SET path = '../outside/elsewhere.seg' WHERE id = "
-            "(SELECT MIN(segment) FROM ckpt_writes)"
+            "(SELECT MIN(segment) FROM ckpt_packs)"
         )
     conn.close()
     with pytest.raises(osp.CorruptStateError, match="not inside the storage root"):

@@ -15,6 +15,7 @@ import objectspace as osp
 from objectspace.checkpoint import Operator
 from objectspace.storage import blocks
 from objectspace.tables import DELETED, TableChanges
+from tests.support.packs import Write, delete_write, edit_write, unpack_to_legacy, writes
 
 MAX_KG = 4
 KEY = "acct-7"
@@ -31,6 +32,24 @@ def run(storage: osp.Storage, sql: str, params: tuple[Any, ...] = ()) -> Any:
     """One statement through the backend's own transaction (``?`` parameters)."""
     backend: Any = storage.backend
     return backend._run("test", lambda tx: tx.execute(sql, params).rowcount)
+
+
+def catalog(storage: osp.Storage) -> list[Write]:
+    """The catalog's writes (from its packs)."""
+    backend: Any = storage.backend
+    return list(backend._run("test", writes, write=False))
+
+
+def edit(storage: osp.Storage, write_id: int, **fields: Any) -> bool:
+    """Change fields of a write's catalog entry; whether the write exists."""
+    backend: Any = storage.backend
+    return bool(backend._run("test", lambda tx: edit_write(tx, write_id, **fields)))
+
+
+def drop(storage: osp.Storage, write_id: int) -> bool:
+    """Remove a write's catalog entry; whether it existed."""
+    backend: Any = storage.backend
+    return bool(backend._run("test", lambda tx: delete_write(tx, write_id)))
 
 
 def history(url: str) -> tuple[osp.Storage, Operator, int]:
@@ -144,9 +163,8 @@ def intern_folders(storage: osp.Storage, write_id: int) -> dict[str, int]:
         }
         block, count = blocks.encode_block(changes, False, head_ids=ids)
         tx.execute("UPDATE ckpt_blocks SET data = ? WHERE write = ?", (block, write_id))
-        tx.execute(
-            "UPDATE ckpt_writes SET bytes = ?, rows = ?, digest = ? WHERE id = ?",
-            (len(block), count, blocks.block_digest(block), write_id),
+        assert edit_write(
+            tx, write_id, bytes=len(block), rows=count, digest=blocks.block_digest(block)
         )
         return ids
 
@@ -203,7 +221,8 @@ def test_replaced_block_is_detected(url: str) -> None:
 def test_wrong_row_count_is_detected(url: str) -> None:
     storage, _, group = history(url)
     ids = write_ids(storage, group)
-    run(storage, "UPDATE ckpt_writes SET rows = rows + 1 WHERE id = ?", (ids[3],))
+    [write] = [w for w in catalog(storage) if w.id == ids[3]]
+    assert edit(storage, ids[3], rows=write.rows + 1)
     storage.close()
     expect_corrupt(url, f"key group {group}", "checkpoint 3", "rows missing or added")
 
@@ -211,7 +230,7 @@ def test_wrong_row_count_is_detected(url: str) -> None:
 def test_missing_write_is_detected(url: str) -> None:
     storage, _, group = history(url)
     ids = write_ids(storage, group)
-    assert run(storage, "DELETE FROM ckpt_writes WHERE id = ?", (ids[2],)) == 1
+    assert drop(storage, ids[2])
     storage.close()
     expect_corrupt(url, "checkpoint 2", "gap")
     assert restore(url, 1) == ("ACC-1", [1])  # a chain that does not span it is fine
@@ -221,7 +240,7 @@ def test_missing_write_while_reading_a_planned_chain_is_detected(url: str) -> No
     storage, _, group = history(url)
     backend: Any = storage.backend
     chain = backend.chains("j", "o", range(group, group + 1), 3)[group]
-    assert run(storage, "DELETE FROM ckpt_writes WHERE id = ?", (chain[1].write_id,)) == 1
+    assert drop(storage, chain[1].write_id)
     with pytest.raises(osp.CorruptStateError, match="missing from the catalog") as err:
         backend.read("j", "o", chain)
     assert f"key group {group} checkpoint 2" in str(err.value)
@@ -240,7 +259,8 @@ def test_missing_operator_row_is_detected(url: str) -> None:
 def test_writes_without_digest_are_still_readable(url: str) -> None:
     """Stores written before digests existed have NULL digests: read, not verified."""
     storage, _, _ = history(url)
-    run(storage, "UPDATE ckpt_writes SET digest = NULL")
+    for write in catalog(storage):
+        assert edit(storage, write.id, digest=None)
     storage.close()
     assert restore(url) == ("ACC-3", [1, 2, 3])
 
@@ -251,7 +271,9 @@ def test_sqlite_store_from_before_digests_is_upgraded(tmp_path: Path) -> None:
     storage.close()
     conn = sqlite3.connect(tmp_path / "state.db")
     with conn:
+        unpack_to_legacy(conn)  # one row per write, as schema version 1 kept them
         conn.execute("ALTER TABLE ckpt_writes DROP COLUMN digest")
+        conn.execute("UPDATE ckpt_meta SET value = '1' WHERE name = 'schema_version'")
     conn.close()
     assert restore(url) == ("ACC-3", [1, 2, 3])
 

@@ -236,7 +236,7 @@ def test_writes_a_commit_stores_keep_no_attempt_name(storage: osp.Storage) -> No
     job.commit(1, receipts)
     rows = sql._run(
         "reading writes",
-        lambda tx: tx.all("SELECT version, attempt, created FROM ckpt_writes"),
+        lambda tx: tx.all("SELECT version, attempt, created FROM ckpt_packs"),
         write=False,
     )
     attempts = {inst.attempt for inst in instances}

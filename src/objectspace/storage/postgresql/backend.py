@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 from objectspace.errors import StorageError
 from objectspace.storage import forks
 from objectspace.storage.sql.base import SQLBackend, Tx
+from objectspace.storage.sql.packs import SPAN
 from objectspace.storage.sql.schema import POSTGRES_SCHEMA
 from objectspace.storage.urls import redact_text, redact_url
 
@@ -47,22 +48,6 @@ _R = TypeVar("_R")
 
 # SQLSTATEs worth retrying: serialization_failure, deadlock_detected.
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
-
-
-# The PostgreSQL types of ``id`` and :attr:`SQLBackend._WRITE_COLUMNS`, for COPY.
-_WRITE_TYPES = [
-    "int8",
-    "int8",
-    "int4",
-    "int8",
-    "int4",
-    "int8",
-    "int8",
-    "text",
-    "float8",
-    "int8",
-    "int8",
-]
 
 
 def _pg(sql: str) -> str:
@@ -244,27 +229,18 @@ class PostgresBackend(SQLBackend):
             except psycopg.Error as exc:
                 raise StorageError(f"{what} failed in {self!r}: {self._error(exc)}") from exc
 
-    def _insert_writes(self, tx: Tx, rows: Sequence[tuple[Any, ...]]) -> list[int]:
-        """Ids for all the writes from the identity's sequence in one query, then one
-        ``COPY``: two round trips per save, not one per key group."""
-        if not rows:
-            return []
-        ids = [
-            int(wid)
-            for (wid,) in tx.all(
-                "SELECT nextval(pg_get_serial_sequence('ckpt_writes', 'id')) "
-                "FROM generate_series(1, ?) ORDER BY 1",
-                (len(rows),),
-            )
-        ]
-        cur = tx.cur  # type: ignore[attr-defined]
-        with cur.copy(
-            f"COPY ckpt_writes (id, {self._WRITE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_WRITE_TYPES)
-            for wid, row in zip(ids, rows, strict=True):
-                copy.write_row((wid, *row))
-        return ids
+    def _new_pack_id(self, tx: Tx) -> int:
+        """From the identity's sequence, times the span (concurrent writers never meet: no
+        read of the highest id, which serializable transactions would conflict on)."""
+        row = tx.one("SELECT nextval(pg_get_serial_sequence('ckpt_packs', 'id'))")
+        assert row is not None
+        return int(row[0]) * SPAN
+
+    def _packs_follow(self, tx: Tx, top: int) -> None:
+        tx.execute(
+            "SELECT setval(pg_get_serial_sequence('ckpt_packs', 'id'), ?, false)",
+            (top // SPAN + 1,),
+        )
 
     def _insert_blocks(self, tx: Tx, blocks: list[tuple[int, bytes]]) -> None:
         if not blocks:

@@ -3,15 +3,17 @@
 Layout: a catalog (jobs, operators, checkpoints, writes, segment files) and the data of
 every write as one block (:mod:`objectspace.storage.blocks`): a row ``(write id, bytes)`` of
 ``ckpt_blocks``, or a range of a segment file that the write references by path, offset and
-length. Blocks are appended in write-id order, so they land at the end of their B-tree.
-Table folders are interned once in ``ckpt_tables``; a block names them by id.
+length. Blocks are appended in write-id order, so they land at the end of their B-tree. The
+writes one transaction stores for one operator at one version share one row of
+``ckpt_packs`` (:mod:`objectspace.storage.sql.packs`): a checkpoint adds a row per operator
+and save to the catalog, not a row and an index entry per key group.
 
 A dialect subclass supplies connections and transactions (:meth:`SQLBackend._run`), the
-schema (the DDL of both dialects is in :mod:`objectspace.storage.sql.schema`), and bulk block
-insertion. SQL here is written with ``?`` parameters.
+schema (the DDL of both dialects is in :mod:`objectspace.storage.sql.schema`), pack ids and
+bulk block insertion. SQL here is written with ``?`` parameters.
 
 Blocks are verified on read (:func:`objectspace.storage.blocks.replay`): each write's
-catalog row keeps its row count and its block's checksum as its digest (``NULL`` in stores
+catalog entry keeps its row count and its block's checksum as its digest (``None`` in stores
 written before digests existed: those are not cross-checked), and a restore checks every
 write of its chains is there, with its block and its table names, and that no retained
 checkpoint lost one of its writes. Any mismatch raises
@@ -19,7 +21,9 @@ checkpoint lost one of its writes. Any mismatch raises
 
 Stores of schema version 2 and older kept one row per entry (``ckpt_rows``,
 ``ckpt_truncates``): opening one converts each of its writes into a block, in one
-transaction, and drops the row tables (:meth:`SQLBackend._migrate_rows`).
+transaction, and drops the row tables (:meth:`SQLBackend._migrate_rows`). Stores of
+version 6 and older kept one row per write (``ckpt_writes``): opening one turns each into a
+pack of one write with the same id (:meth:`SQLBackend._pack_writes`).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from objectspace.storage.contract import (
     WriteSummary,
 )
 from objectspace.storage.sql.catalog import SegmentEntry, SegmentPlacement, stage_parts
+from objectspace.storage.sql.packs import SPAN, Entry, Pack, decode_entries, encode_entries
 from objectspace.storage.sql.schema import DROPPED_INDEXES, Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries, _chunks, _marks
 from objectspace.storage.urls import redact_url
@@ -62,17 +67,18 @@ from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
 
-SCHEMA_VERSION = 6
-"""6: blocks name their table folders (templates for numbered ones), no index by segment;
-5: writes indexed by (op, version, key_group), heads in ``ckpt_heads``; 4: writes indexed
-by (op, key_group, version), a commit rewrites no index entry; 3: one block per write in
-``ckpt_blocks`` (2 and older: one row per entry in ``ckpt_rows``)."""
+SCHEMA_VERSION = 7
+"""7: writes packed per operator, version and transaction in ``ckpt_packs``; 6: blocks name
+their table folders (templates for numbered ones), no index by segment; 5: writes indexed
+by (op, version, key_group), heads in ``ckpt_heads``; 4: writes indexed by (op, key_group,
+version), a commit rewrites no index entry; 3: one block per write in ``ckpt_blocks`` (2 and
+older: one row per entry in ``ckpt_rows``)."""
 
 # The attempt name of the committed full writes that compaction adds.
 COMPACTION = "compaction"
 # The attempt name of the writes a commit stores itself (staged writes): an attempt name
 # tells pending writes apart, and these are never pending outside the commit; empty, it
-# costs a row of ``ckpt_writes`` no bytes.
+# costs a pack no bytes.
 _COMMITTED_ATTEMPT = ""
 # Their ``created``: 0, which SQLite stores in no byte (the commit's time is the
 # checkpoint's ``committed_at``); a pending write records when it was stored.
@@ -80,7 +86,7 @@ _COMMITTED_CREATED = 0.0
 
 
 def _stamp() -> float:
-    """``ckpt_writes.created``: when a write was stored, in whole seconds (SQLite stores a
+    """``ckpt_packs.created``: when a write was stored, in whole seconds (SQLite stores a
     whole ``REAL`` as a 4-byte integer, a fractional one in 8 bytes; nothing reads it
     finer)."""
     return float(int(time.time()))
@@ -168,7 +174,8 @@ class SQLBackend(SegmentQueries):
         # Migrate a store of an older schema version (or one just created) in place: the
         # columns added after version 1 (:func:`schema.added_columns`).
         for table, column, declaration in added_columns(self.DIALECT):
-            if column not in self._columns(tx, table):
+            existing = self._columns(tx, table)
+            if existing and column not in existing:  # (a legacy table only where it exists)
                 tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         if self._columns(tx, "ckpt_rows"):
             self._migrate_rows(tx)
@@ -177,8 +184,11 @@ class SQLBackend(SegmentQueries):
             # version 6 by nothing else: the indexes of versions 1..5 go.
             for index in DROPPED_INDEXES:
                 tx.execute(f"DROP INDEX IF EXISTS {index}")
-        if row is not None and int(row[0]) < 5:
+        legacy_writes = bool(self._columns(tx, "ckpt_writes"))
+        if row is not None and int(row[0]) < 5 and legacy_writes:
             self._fill_heads(tx)  # version 5 keeps each key group's head
+        if legacy_writes:
+            self._pack_writes(tx)  # version 7 keeps writes in packs
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             tx.execute(
                 "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
@@ -200,6 +210,148 @@ class SQLBackend(SegmentQueries):
             "(n.version > w.version OR (n.version = w.version AND n.id > w.id)))",
             (COMPACTION,),
         )
+
+    def _pack_writes(self, tx: Tx) -> None:
+        """Turn each write of ``ckpt_writes`` (a store of schema version 6 or older) into a
+        pack of that one write with the same id, and drop the table; in the transaction
+        that opens the store. The pack ids that follow start above every write id."""
+        rows = tx.all(
+            "SELECT id, op, key_group, version, is_full, committed, bytes, rows, attempt, "
+            "created, segment, seg_offset, seg_length, digest, parent FROM ckpt_writes "
+            "ORDER BY id"
+        )
+        packs = []
+        for (
+            wid,
+            op,
+            group,
+            version,
+            full,
+            committed,
+            nbytes,
+            count,
+            attempt,
+            created,
+            segment,
+            offset,
+            length,
+            digest,
+            parent,
+        ) in rows:
+            entry = Entry(
+                0,
+                int(group),
+                bool(full),
+                int(nbytes),
+                int(count),
+                int(offset or 0),
+                int(length or 0),
+                None if digest is None else int(digest),
+                None if parent is None else int(parent),
+            )
+            packs.append(
+                (
+                    int(wid),
+                    int(op),
+                    int(version),
+                    int(committed),
+                    str(attempt),
+                    float(created),
+                    segment,
+                    encode_entries([entry], segment is not None),
+                )
+            )
+        tx.executemany(
+            "INSERT INTO ckpt_packs (id, op, version, committed, attempt, created, segment, "
+            "entries) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            packs,
+        )
+        tx.execute("DROP TABLE ckpt_writes")
+        self._packs_follow(tx, max((p[0] for p in packs), default=0))
+
+    def _packs_follow(self, tx: Tx, top: int) -> None:
+        """New pack ids must exceed ``top`` (the highest id the converted writes kept): a
+        dialect that numbers packs from a sequence moves it on."""
+
+    def _new_pack_id(self, tx: Tx) -> int:
+        """The id of a new pack: the next multiple of :data:`~objectspace.storage.sql.packs.SPAN`
+        above every pack's id (its writes then cannot meet another pack's)."""
+        row = tx.one("SELECT MAX(id) FROM ckpt_packs")
+        top = 0 if row is None or row[0] is None else int(row[0])
+        return (top // SPAN + 1) * SPAN
+
+    _PACK_COLUMNS = "p.id, p.op, p.version, p.committed, p.attempt, p.created, p.segment, p.entries"
+
+    @staticmethod
+    def _decode_pack(row: Sequence[Any]) -> Pack:
+        pid, op, version, committed, attempt, created, segment, entries = row
+        return Pack(
+            int(pid),
+            int(op),
+            int(version),
+            bool(committed),
+            str(attempt),
+            float(created),
+            None if segment is None else int(segment),
+            decode_entries(entries, f"pack {pid} (checkpoint {version})"),
+        )
+
+    def _packs(self, tx: Tx, where: str, params: Sequence[Any] = ()) -> list[Pack]:
+        """The packs ``SELECT ... FROM ckpt_packs p {where}`` finds, decoded."""
+        return [
+            self._decode_pack(row)
+            for row in tx.all(f"SELECT {self._PACK_COLUMNS} FROM ckpt_packs p {where}", params)
+        ]
+
+    def _insert_pack(
+        self,
+        tx: Tx,
+        op_id: int,
+        version: int,
+        attempt: str,
+        entries: Sequence[Entry],
+        *,
+        committed: bool = False,
+        segment: int | None = None,
+    ) -> list[int]:
+        """Store ``entries`` (their offsets are ignored: 0, 1, ...) as one pack; their write
+        ids, in order."""
+        pack_id = self._new_pack_id(tx)
+        entries = [e._replace(offset=i) for i, e in enumerate(entries)]
+        tx.execute(
+            "INSERT INTO ckpt_packs (id, op, version, committed, attempt, created, segment, "
+            "entries) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                pack_id,
+                op_id,
+                version,
+                int(committed),
+                attempt,
+                _COMMITTED_CREATED if attempt == _COMMITTED_ATTEMPT else _stamp(),
+                segment,
+                encode_entries(entries, segment is not None),
+            ),
+        )
+        return [pack_id + i for i in range(len(entries))]
+
+    def _writes_by_id(self, tx: Tx, ids: Sequence[int]) -> dict[int, tuple[Pack, Entry]]:
+        """The pack and entry of each of ``ids`` that exists: one query per 250 ids. A write
+        lives in the pack whose id is its own (a write of an older store) or the multiple of
+        :data:`~objectspace.storage.sql.packs.SPAN` below it."""
+        found: dict[int, tuple[Pack, Entry]] = {}
+        wanted = sorted(set(ids))
+        for chunk in _chunks(wanted, 250):
+            candidates = sorted({*chunk, *(w - w % SPAN for w in chunk)})
+            packs = self._packs(tx, f"WHERE p.id IN ({_marks(len(candidates))})", candidates)
+            offsets = {pack.id: (pack, {e.offset: e for e in pack.entries}) for pack in packs}
+            for w in chunk:
+                for base in (w, w - w % SPAN):
+                    held = offsets.get(base)
+                    entry = None if held is None else held[1].get(w - base)
+                    if entry is not None:
+                        found[w] = (held[0], entry)  # type: ignore[index]
+                        break
+        return found
 
     @staticmethod
     def _advance_heads(
@@ -287,6 +439,18 @@ class SQLBackend(SegmentQueries):
             (job, operator),
         )
 
+    @staticmethod
+    def _operator_jobs(tx: Tx, op_ids: set[int]) -> dict[int, int]:
+        """The job id of each of ``op_ids`` that exists."""
+        found: dict[int, int] = {}
+        for chunk in _chunks(sorted(op_ids)):
+            for op, job in tx.all(
+                f"SELECT id, job FROM ckpt_operators WHERE id IN ({_marks(len(chunk))})",
+                list(chunk),
+            ):
+                found[int(op)] = int(job)
+        return found
+
     def _operator_id(self, tx: Tx, job: str, operator: str) -> int:
         row = self._operator_row(tx, job, operator)
         if row is None:
@@ -307,8 +471,8 @@ class SQLBackend(SegmentQueries):
                         "max_key_groups to create it"
                     )
                 orphan = tx.one(
-                    "SELECT w.op, w.version FROM ckpt_writes w WHERE NOT EXISTS "
-                    "(SELECT 1 FROM ckpt_operators o WHERE o.id = w.op) LIMIT 1"
+                    "SELECT p.op, p.version FROM ckpt_packs p WHERE NOT EXISTS "
+                    "(SELECT 1 FROM ckpt_operators o WHERE o.id = p.op) LIMIT 1"
                 )
                 if orphan is not None:
                     raise CorruptStateError(
@@ -381,67 +545,55 @@ class SQLBackend(SegmentQueries):
         attempt: str,
         nbytes: int,
         rows: int,
-        segment: int | None = None,
-        offset: int = 0,
-        length: int = 0,
         *,
         committed: bool = False,
         digest: int | None = None,
         parent: int | None = None,
     ) -> int:
-        created = _COMMITTED_CREATED if attempt == _COMMITTED_ATTEMPT else _stamp()
+        """Store one write as a pack of its own (a compaction's)."""
         if committed and attempt == COMPACTION:
             parent = self._compacted_origin(tx, op_id, key_group, version)
-        row = tx.one(
-            "INSERT INTO ckpt_writes (op, key_group, version, is_full, bytes, rows, attempt, "
-            "created, segment, seg_offset, seg_length, committed, digest, parent) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (
-                op_id,
-                key_group,
-                version,
-                int(full),
-                nbytes,
-                rows,
-                attempt,
-                created,
-                segment,
-                offset,
-                length,
-                int(committed),
-                digest,
-                parent,
-            ),
+        [write_id] = self._insert_pack(
+            tx,
+            op_id,
+            version,
+            attempt,
+            [Entry(0, key_group, full, nbytes, rows, 0, 0, digest, parent)],
+            committed=committed,
         )
-        assert row is not None
-        write_id = int(row[0])
         if committed:
             self._advance_heads(
                 tx, op_id, [(write_id, key_group, version, attempt == COMPACTION, parent)]
             )
         return write_id
 
-    _WRITE_COLUMNS = (
-        "op, key_group, version, is_full, bytes, rows, attempt, created, digest, parent"
-    )
+    def _newest_as_of(
+        self, tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
+    ) -> dict[int, tuple[int, int, str, int | None]]:
+        """Per key group of ``key_groups`` with a committed write as of ``as_of``: the
+        newest in (version, id) order, as (id, version, attempt, parent); read from the
+        newest packs back (for heads newer than ``as_of``: restores of an older
+        checkpoint)."""
+        wanted = set(key_groups)
+        found: dict[int, tuple[int, int, str, int | None]] = {}
+        if not wanted:
+            return found
+        # in (version, id) order, newest first; a pack's entries hold a key group once
+        for pack in self._packs(
+            tx,
+            "WHERE p.op = ? AND p.committed = 1 AND p.version <= ? ORDER BY p.version DESC, "
+            "p.id DESC",
+            (op_id, as_of),
+        ):
+            for e in pack.entries:
+                if e.key_group in wanted and e.key_group not in found:
+                    found[e.key_group] = (pack.id + e.offset, pack.version, pack.attempt, e.parent)
+            if len(found) == len(wanted):
+                break
+        return found
 
-    def _insert_writes(self, tx: Tx, rows: Sequence[tuple[Any, ...]]) -> list[int]:
-        """Insert pending writes (:attr:`_WRITE_COLUMNS`, in order); their ids, in order,
-        increasing. One statement per write here; a dialect may batch them."""
-        ids = []
-        for row in rows:
-            found = tx.one(
-                f"INSERT INTO ckpt_writes ({self._WRITE_COLUMNS}) VALUES "
-                f"({_marks(len(row))}) RETURNING id",
-                row,
-            )
-            assert found is not None
-            ids.append(int(found[0]))
-        return ids
-
-    @staticmethod
     def _heads_tx(
-        tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
+        self, tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
     ) -> dict[int, tuple[int, str, int | None]]:
         """Per key group with committed state as of ``as_of``: its head, the newest
         committed write (id, attempt, parent). From ``ckpt_heads`` (one query per 500 key
@@ -468,14 +620,10 @@ class SQLBackend(SegmentQueries):
                     heads[group] = (head, COMPACTION if compaction else "", parent)
                 else:
                     older.append(group)
-        for key_group in older:
-            row = tx.one(
-                "SELECT id, attempt, parent FROM ckpt_writes WHERE op = ? AND committed = 1 "
-                "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
-                (op_id, key_group, as_of),
-            )
-            if row is not None:
-                heads[key_group] = (int(row[0]), str(row[1]), row[2])
+        for key_group, (wid, _, attempt, parent) in self._newest_as_of(
+            tx, op_id, older, as_of
+        ).items():
+            heads[key_group] = (wid, attempt, parent)
         return heads
 
     def _compacted_origin(self, tx: Tx, op_id: int, key_group: int, version: int) -> int | None:
@@ -509,7 +657,13 @@ class SQLBackend(SegmentQueries):
         def work(tx: Tx) -> list[WriteInfo]:
             self._fault("write:begin")
             op_id = self._operator_id(tx, job, operator)
-            write_ids = self._insert_staged(tx, op_id, staged)
+            for w in staged:
+                if w.version != version or w.operator != operator:
+                    raise CheckpointError(
+                        f"staged write of key group {w.key_group} is version {w.version} of "
+                        f"operator {w.operator!r}, not version {version} of {operator!r}"
+                    )
+            write_ids = self._insert_staged(tx, op_id, version, attempt, staged)
             self._fault("write:end")
             return [
                 WriteInfo(wid, w.key_group, w.version, w.full, len(w.block), w.rows)
@@ -519,27 +673,18 @@ class SQLBackend(SegmentQueries):
         return self._run(f"writing checkpoint {version} of {job}/{operator}", work)
 
     def _insert_staged(
-        self, tx: Tx, op_id: int, staged: Sequence[StagedWrite], *, committing: bool = False
+        self, tx: Tx, op_id: int, version: int, attempt: str, staged: Sequence[StagedWrite]
     ) -> list[int]:
-        """Insert staged writes of one operator as pending writes with their blocks.
-        ``committing``: the commit stores them, and their attempt names and times are not
-        kept (:data:`_COMMITTED_ATTEMPT`, :data:`_COMMITTED_CREATED`)."""
-        now = _COMMITTED_CREATED if committing else _stamp()
-        write_ids = self._insert_writes(
+        """Insert staged writes of one operator as one pending pack of ``version`` and
+        ``attempt`` with their blocks (the commit stores them with attempt
+        :data:`_COMMITTED_ATTEMPT`, and their time is not kept)."""
+        write_ids = self._insert_pack(
             tx,
+            op_id,
+            version,
+            attempt,
             [
-                (
-                    op_id,
-                    w.key_group,
-                    w.version,
-                    int(w.full),
-                    len(w.block),
-                    w.rows,
-                    _COMMITTED_ATTEMPT if committing else w.attempt,
-                    now,
-                    w.digest,
-                    w.parent,
-                )
+                Entry(0, w.key_group, w.full, len(w.block), w.rows, 0, 0, w.digest, w.parent)
                 for w in staged
             ],
         )
@@ -552,17 +697,12 @@ class SQLBackend(SegmentQueries):
     ) -> dict[int, tuple[int, int, int | None, int | None]]:
         def work(tx: Tx) -> dict[int, tuple[int, int, int | None, int | None]]:
             heads = self._heads_as_of(tx, self._operator_id(tx, job, operator), key_groups, as_of)
-            found: dict[int, tuple[int | None, int | None]] = {}
-            for chunk in _chunks(sorted(wid for wid, _ in heads.values())):
-                for wid, digest, parent in tx.all(
-                    "SELECT id, digest, parent FROM ckpt_writes "
-                    f"WHERE id IN ({_marks(len(chunk))})",
-                    list(chunk),
-                ):
-                    found[int(wid)] = (
-                        None if digest is None else int(digest),
-                        None if parent is None else int(parent),
-                    )
+            found = {
+                wid: (entry.digest, entry.parent)
+                for wid, (_, entry) in self._writes_by_id(
+                    tx, [wid for wid, _ in heads.values()]
+                ).items()
+            }
             return {g: (wid, v, *found.get(wid, (None, None))) for g, (wid, v) in heads.items()}
 
         return self._run("reading chain heads", work, write=False)
@@ -709,31 +849,52 @@ class SQLBackend(SegmentQueries):
             op_id = self._operator_id(tx, job, operator)
             self._claim_segment(tx, segment_id, path, size)
             self._fault("write:rows")
-            infos = []
-            for i, (key_group, full, nbytes, rows, offset, length, digest) in enumerate(entries):
-                write_id = self._insert_write(
-                    tx,
-                    op_id,
+            packed = [
+                Entry(
+                    0,
                     key_group,
-                    version,
                     full,
-                    attempt,
                     nbytes,
                     rows,
-                    segment_id,
                     offset,
                     length,
-                    committed=committed,
-                    digest=digest,
-                    parent=None if parents is None else parents[i],
+                    digest,
+                    None if parents is None else parents[i],
                 )
-                infos.append(
-                    WriteInfo(
-                        write_id, key_group, version, full, nbytes, rows, path, offset, length
-                    )
+                for i, (key_group, full, nbytes, rows, offset, length, digest) in enumerate(entries)
+            ]
+            if committed and attempt == COMPACTION:
+                packed = [
+                    e._replace(parent=self._compacted_origin(tx, op_id, e.key_group, version))
+                    for e in packed
+                ]
+            write_ids = self._insert_pack(
+                tx, op_id, version, attempt, packed, committed=committed, segment=segment_id
+            )
+            if committed:
+                self._advance_heads(
+                    tx,
+                    op_id,
+                    [
+                        (wid, e.key_group, version, attempt == COMPACTION, e.parent)
+                        for wid, e in zip(write_ids, packed, strict=True)
+                    ],
                 )
             self._fault("write:end")
-            return infos
+            return [
+                WriteInfo(
+                    wid,
+                    e.key_group,
+                    version,
+                    e.full,
+                    e.bytes,
+                    e.rows,
+                    path,
+                    e.seg_offset,
+                    e.seg_length,
+                )
+                for wid, e in zip(write_ids, packed, strict=True)
+            ]
 
         return self._run(f"registering segment {path}", work)
 
@@ -831,37 +992,44 @@ class SQLBackend(SegmentQueries):
             parents: dict[int, list[tuple[int, int, int]]] = {}  # op → (write, group, parent)
             # op → (write, group, version, compaction, parent): the new heads
             groups: dict[int, list[tuple[int, int, int, bool, int | None]]] = {}
-            for chunk in _chunks(every):
-                found = tx.all(
-                    "SELECT w.id, w.version, w.committed, o.job, w.bytes, w.is_full, w.op, "
-                    "w.key_group, w.parent FROM ckpt_writes w "
-                    "JOIN ckpt_operators o ON o.id = w.op "
-                    f"WHERE w.id IN ({_marks(len(chunk))})",
-                    list(chunk),
+            found = self._writes_by_id(tx, every)
+            if len(found) != len(every):
+                missing = sorted(set(every) - set(found))
+                raise CheckpointError(
+                    f"checkpoint {checkpoint_id} of job {job!r} names writes that do not "
+                    f"exist (collected, or never written): {missing[:5]}"
                 )
-                if len(found) != len(chunk):
-                    missing = set(chunk) - {r[0] for r in found}
+            owners = self._operator_jobs(tx, {pack.op for pack, _ in found.values()})
+            packs: dict[int, Pack] = {}
+            for write_id in every:
+                pack, entry = found[write_id]
+                version, committed, owner = pack.version, pack.committed, owners.get(pack.op)
+                if owner != job_id or version != checkpoint_id or committed:
                     raise CheckpointError(
-                        f"checkpoint {checkpoint_id} of job {job!r} names writes that do not "
-                        f"exist (collected, or never written): {sorted(missing)[:5]}"
+                        f"write {write_id} cannot be part of checkpoint {checkpoint_id} of "
+                        f"job {job!r}: it is version {version}"
+                        + (" and already committed" if committed else "")
+                        + ("" if owner == job_id else " of another job")
                     )
-                for write_id, version, committed, owner, nbytes, full, op, group, parent in found:
-                    if owner != job_id or version != checkpoint_id or committed:
-                        raise CheckpointError(
-                            f"write {write_id} cannot be part of checkpoint {checkpoint_id} of "
-                            f"job {job!r}: it is version {version}"
-                            + (" and already committed" if committed else "")
-                            + ("" if owner == job_id else " of another job")
-                        )
-                    total_bytes += nbytes
-                    full_writes += full
-                    groups.setdefault(int(op), []).append(
-                        (int(write_id), int(group), int(version), False, parent)
+                packs[pack.id] = pack
+                total_bytes += entry.bytes
+                full_writes += entry.full
+                groups.setdefault(pack.op, []).append(
+                    (write_id, entry.key_group, version, False, entry.parent)
+                )
+                if entry.parent is not None:
+                    parents.setdefault(pack.op, []).append(
+                        (write_id, entry.key_group, entry.parent)
                     )
-                    if parent is not None:
-                        parents.setdefault(int(op), []).append(
-                            (int(write_id), int(group), int(parent))
-                        )
+            named = set(every)
+            for pack in packs.values():
+                left = [pack.id + e.offset for e in pack.entries if pack.id + e.offset not in named]
+                if left:
+                    raise CheckpointError(
+                        f"checkpoint {checkpoint_id} of job {job!r} names some of the writes "
+                        f"stored together with write {pack.id + pack.entries[0].offset} but not "
+                        f"{left[:5]}: a save's writes commit together"
+                    )
             for op, written in groups.items():
                 counts = Counter(group for _, group, *_ in written)
                 if len(counts) != len(written):
@@ -872,9 +1040,9 @@ class SQLBackend(SegmentQueries):
                     )
             self._check_parents(tx, job, checkpoint_id, base, parents)
             self._fault("commit:mark")
-            for chunk in _chunks(every):
+            for chunk in _chunks(sorted(packs)):
                 tx.execute(
-                    f"UPDATE ckpt_writes SET committed = 1 WHERE id IN ({_marks(len(chunk))})",
+                    f"UPDATE ckpt_packs SET committed = 1 WHERE id IN ({_marks(len(chunk))})",
                     list(chunk),
                 )
             for op, written in sorted(groups.items()):
@@ -940,32 +1108,39 @@ class SQLBackend(SegmentQueries):
                     raise CheckpointError(f"{where}: its block fails its checksum")
             placement = None if segments is None else segments.get(operator)
             if placement is None:
-                stored.extend(self._insert_staged(tx, op_id, writes, committing=True))
+                stored.extend(
+                    self._insert_staged(tx, op_id, checkpoint_id, _COMMITTED_ATTEMPT, writes)
+                )
                 continue
             (segment_id, path), size, offsets = placement
             self._claim_segment(tx, segment_id, path, size)
-            for w, (offset, length) in zip(writes, offsets, strict=True):
-                stored.append(
-                    self._insert_write(
-                        tx,
-                        op_id,
-                        w.key_group,
-                        w.version,
-                        w.full,
-                        _COMMITTED_ATTEMPT,
-                        len(w.block),
-                        w.rows,
-                        segment_id,
-                        offset,
-                        length,
-                        digest=w.digest,
-                        parent=w.parent,
-                    )
+            stored.extend(
+                self._insert_pack(
+                    tx,
+                    op_id,
+                    checkpoint_id,
+                    _COMMITTED_ATTEMPT,
+                    [
+                        Entry(
+                            0,
+                            w.key_group,
+                            w.full,
+                            len(w.block),
+                            w.rows,
+                            offset,
+                            length,
+                            w.digest,
+                            w.parent,
+                        )
+                        for w, (offset, length) in zip(writes, offsets, strict=True)
+                    ],
+                    segment=segment_id,
                 )
+            )
         return stored
 
-    @staticmethod
     def _check_recommit(
+        self,
         tx: Tx,
         job: str,
         job_id: int,
@@ -979,25 +1154,28 @@ class SQLBackend(SegmentQueries):
         epoch) that committed it, staged writes matched by key group and digest; anything
         else lost the race to another writer."""
         won_epoch, won_writes = int(done[0]), int(done[1])
+        # the checkpoint's committed writes (not compactions): (operator, key group) → write
+        names = dict(tx.all("SELECT id, name FROM ckpt_operators WHERE job = ?", (job_id,)))
+        committed_here: dict[tuple[str, int], tuple[int, int | None]] = {}
+        for pack in self._packs(
+            tx,
+            "JOIN ckpt_operators o ON o.id = p.op WHERE o.job = ? AND p.version = ? "
+            "AND p.committed = 1 AND p.attempt != ? ORDER BY p.id",
+            (job_id, checkpoint_id, COMPACTION),
+        ):
+            for e in pack.entries:
+                committed_here[(str(names[pack.op]), e.key_group)] = (pack.id + e.offset, e.digest)
         staged_same = True
         for w in staged:
-            row = tx.one(
-                "SELECT w.digest FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
-                "WHERE o.job = ? AND o.name = ? AND w.key_group = ? AND w.version = ? "
-                "AND w.committed = 1 AND w.attempt != ?",
-                (job_id, w.operator, w.key_group, checkpoint_id, COMPACTION),
-            )
-            if row is None or row[0] is None or int(row[0]) != w.digest:
+            record = committed_here.get((w.operator, w.key_group))
+            if record is None or record[1] is None or record[1] != w.digest:
                 staged_same = False
                 break
-        mine: dict[int, tuple[int, int]] = {}
-        for chunk in _chunks(ids):
-            for wid, version, committed in tx.all(
-                "SELECT w.id, w.version, w.committed FROM ckpt_writes w JOIN ckpt_operators o "
-                f"ON o.id = w.op WHERE o.job = ? AND w.id IN ({_marks(len(chunk))})",
-                [job_id, *chunk],
-            ):
-                mine[int(wid)] = (int(version), int(committed))
+        mine: dict[int, tuple[int, int]] = {
+            wid: (pack.version, int(pack.committed))
+            for wid, (pack, _) in self._writes_by_id(tx, ids).items()
+            if pack.op in names
+        }
         same = (
             staged_same
             and won_epoch == epoch
@@ -1007,17 +1185,12 @@ class SQLBackend(SegmentQueries):
         )
         if same:
             return
-        won = tx.all(
-            "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
-            "WHERE o.job = ? AND w.version = ? AND w.committed = 1 AND w.attempt != ? "
-            "ORDER BY w.id LIMIT 5",
-            (job_id, checkpoint_id, COMPACTION),
-        )
+        won = sorted(wid for wid, _ in committed_here.values())[:5]
         lost = sorted(w for w, (_, c) in mine.items() if not c)[:5]
         raise CheckpointConflictError(
             f"checkpoint {checkpoint_id} of job {job!r} was already committed by another "
             f"writer (epoch {won_epoch}, {won_writes} writes, first ids "
-            f"{[int(w) for (w,) in won]}); this commit (epoch {epoch}, "
+            f"{won}); this commit (epoch {epoch}, "
             f"{len(ids) + len(staged)} writes"
             + (f", uncommitted ids {lost}" if lost else "")
             + ") lost: restore from the committed checkpoint instead of building on it"
@@ -1044,14 +1217,11 @@ class SQLBackend(SegmentQueries):
             if not doubtful:
                 continue
             wanted = sorted({p for _, g, p in doubtful if p and p != heads.get(g, (0,))[0]})
-            compacted: dict[int, int | None] = {}
-            for chunk in _chunks(wanted):
-                for wid, parent in tx.all(
-                    f"SELECT id, parent FROM ckpt_writes WHERE attempt = ? AND id IN "
-                    f"({_marks(len(chunk))})",
-                    [COMPACTION, *chunk],
-                ):
-                    compacted[int(wid)] = parent
+            compacted: dict[int, int | None] = {
+                wid: entry.parent
+                for wid, (pack, entry) in self._writes_by_id(tx, wanted).items()
+                if pack.attempt == COMPACTION
+            }
             for write_id, group, parent in doubtful:
                 head = heads.get(group)
                 if head is None:
@@ -1150,32 +1320,48 @@ class SQLBackend(SegmentQueries):
         self, tx: Tx, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, list[WriteInfo]]:
         op_id = self._operator_id(tx, job, operator)
-        rows = tx.all(
-            "SELECT w.id, w.key_group, w.version, w.is_full, w.bytes, w.rows, s.path, "
-            "w.seg_offset, w.seg_length FROM ckpt_writes w "
-            "LEFT JOIN ckpt_segments s ON s.id = w.segment WHERE w.op = ? AND w.committed = 1 "
-            "AND w.key_group >= ? AND w.key_group < ? AND w.version <= ? "
-            "ORDER BY w.key_group, w.version, w.id",
-            (op_id, key_groups.start, key_groups.stop, as_of),
+        packs = self._packs(
+            tx,
+            "WHERE p.op = ? AND p.committed = 1 AND p.version <= ? ORDER BY p.version, p.id",
+            (op_id, as_of),
         )
+        paths = self._segment_paths(tx, {p.segment for p in packs if p.segment is not None})
         chains: dict[int, list[WriteInfo]] = {}
-        for wid, key_group, version, full, nbytes, count, segment, offset, length in rows:
-            info = WriteInfo(
-                wid,
-                key_group,
-                version,
-                bool(full),
-                nbytes,
-                count,
-                segment,
-                offset or 0,
-                length or 0,
-            )
-            if full:
-                chains[key_group] = [info]
-            else:
-                chains.setdefault(key_group, []).append(info)
-        return chains
+        low, high = key_groups.start, key_groups.stop
+        # in (version, id) order: each chain starts at its newest full write
+        for pack in packs:
+            path = None if pack.segment is None else paths.get(pack.segment)
+            for e in pack.entries:
+                if not low <= e.key_group < high:
+                    continue
+                info = WriteInfo(
+                    pack.id + e.offset,
+                    e.key_group,
+                    pack.version,
+                    e.full,
+                    e.bytes,
+                    e.rows,
+                    path,
+                    e.seg_offset,
+                    e.seg_length,
+                )
+                if e.full:
+                    chains[e.key_group] = [info]
+                else:
+                    chains.setdefault(e.key_group, []).append(info)
+        return {group: chains[group] for group in sorted(chains)}
+
+    @staticmethod
+    def _segment_paths(tx: Tx, segment_ids: set[int]) -> dict[int, str]:
+        """The path of each of ``segment_ids`` that the catalog still knows."""
+        found: dict[int, str] = {}
+        for chunk in _chunks(sorted(segment_ids)):
+            for sid, path in tx.all(
+                f"SELECT id, path FROM ckpt_segments WHERE id IN ({_marks(len(chunk))})",
+                list(chunk),
+            ):
+                found[int(sid)] = str(path)
+        return found
 
     def chains(
         self, job: str, operator: str, key_groups: range, as_of: int
@@ -1198,12 +1384,12 @@ class SQLBackend(SegmentQueries):
 
         return self._run("reading chain heads", work, write=False)
 
-    @staticmethod
     def _heads_as_of(
-        tx: Tx, op_id: int, key_groups: range, as_of: int
+        self, tx: Tx, op_id: int, key_groups: range, as_of: int
     ) -> dict[int, tuple[int, int]]:
         """:meth:`heads` in ``tx``."""
         heads: dict[int, tuple[int, int]] = {}
+        older = []
         for group, head, version in tx.all(
             "SELECT key_group, head, version FROM ckpt_heads "
             "WHERE op = ? AND key_group >= ? AND key_group < ?",
@@ -1211,14 +1397,10 @@ class SQLBackend(SegmentQueries):
         ):
             if int(version) <= as_of:
                 heads[int(group)] = (int(head), int(version))
-                continue
-            row = tx.one(
-                "SELECT id, version FROM ckpt_writes WHERE op = ? AND committed = 1 "
-                "AND key_group = ? AND version <= ? ORDER BY version DESC, id DESC LIMIT 1",
-                (op_id, group, as_of),
-            )
-            if row is not None:
-                heads[int(group)] = (int(row[0]), int(row[1]))
+            else:
+                older.append(int(group))
+        for group, (wid, version, _, _) in self._newest_as_of(tx, op_id, older, as_of).items():
+            heads[group] = (wid, version)
         return heads
 
     def _blocks_tx(self, tx: Tx, writes: Sequence[WriteInfo], where: str = "") -> list[Block]:
@@ -1226,15 +1408,18 @@ class SQLBackend(SegmentQueries):
         writes. A write stored in a segment file comes without its bytes (``data`` is
         ``None``: segment storage reads them). ``where`` names the job and operator in
         errors; a write missing from the catalog raises :class:`CorruptStateError`."""
-        found: dict[int, tuple[int, int | None, Any]] = {}
-        ids = [w.write_id for w in writes]
-        for chunk in _chunks(ids):
-            for wid, count, digest, data in tx.all(
-                "SELECT w.id, w.rows, w.digest, b.data FROM ckpt_writes w LEFT JOIN ckpt_blocks "
-                f"b ON b.write = w.id WHERE w.id IN ({_marks(len(chunk))})",
+        found: dict[int, tuple[int, int | None, Any]] = {
+            wid: (entry.rows, entry.digest, None)
+            for wid, (_, entry) in self._writes_by_id(tx, [w.write_id for w in writes]).items()
+        }
+        in_catalog = sorted(w.write_id for w in writes if w.segment is None and w.write_id in found)
+        for chunk in _chunks(in_catalog):
+            for wid, data in tx.all(
+                f"SELECT write, data FROM ckpt_blocks WHERE write IN ({_marks(len(chunk))})",
                 list(chunk),
             ):
-                found[int(wid)] = (int(count), None if digest is None else int(digest), data)
+                count, digest, _ = found[int(wid)]
+                found[int(wid)] = (count, digest, data)
         blocks = []
         here = repr(self)
         for w in writes:
@@ -1273,15 +1458,15 @@ class SQLBackend(SegmentQueries):
         )
         if not counts:
             return
-        found = dict(
-            tx.all(
-                "SELECT w.version, COUNT(*) FROM ckpt_writes w JOIN ckpt_operators o ON "
-                "o.id = w.op JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? AND "
-                "w.committed = 1 AND w.attempt <> 'compaction' AND w.version > ? AND "
-                "w.version <= ? GROUP BY w.version",
-                (job, start, as_of),
-            )
-        )
+        found: Counter[int] = Counter()
+        for pack in self._packs(
+            tx,
+            "JOIN ckpt_operators o ON o.id = p.op JOIN ckpt_jobs j ON j.id = o.job "
+            "WHERE j.name = ? AND p.committed = 1 AND p.attempt <> ? AND p.version > ? "
+            "AND p.version <= ?",
+            (job, COMPACTION, start, as_of),
+        ):
+            found[pack.version] += len(pack.entries)
         for checkpoint, expected in counts:
             held = int(found.get(checkpoint, 0))
             if held != int(expected):
@@ -1367,44 +1552,58 @@ class SQLBackend(SegmentQueries):
             # Per key group, the chain of the oldest retained checkpoint starts at its newest
             # full write at or before it; every write before that one, in (version, id)
             # order, is unreachable (a compacted write follows the write of its version).
-            doomed = [
-                wid
-                for (wid,) in tx.all(
-                    "WITH fulls AS ("
-                    "  SELECT f.op, f.key_group, MAX(f.version) AS v FROM ckpt_writes f "
-                    "  JOIN ckpt_operators o ON o.id = f.op WHERE o.job = ? AND f.committed = 1 "
-                    "  AND f.is_full = 1 AND f.version <= ? GROUP BY f.op, f.key_group"
-                    "), newest AS ("
-                    "  SELECT f.op, f.key_group, f.version, MAX(f.id) AS id FROM ckpt_writes f "
-                    "  JOIN fulls u ON f.op = u.op AND f.key_group = u.key_group "
-                    "  AND f.version = u.v WHERE f.committed = 1 AND f.is_full = 1 "
-                    "  GROUP BY f.op, f.key_group, f.version"
-                    ") "
-                    "SELECT w.id FROM ckpt_writes w JOIN newest n ON w.op = n.op "
-                    "AND w.key_group = n.key_group WHERE w.committed = 1 "
-                    "AND (w.version < n.version OR (w.version = n.version AND w.id < n.id))",
-                    (job_id, oldest),
+            packs = self._packs(
+                tx,
+                "JOIN ckpt_operators o ON o.id = p.op WHERE o.job = ? AND p.version <= ? "
+                "ORDER BY p.version, p.id",
+                (job_id, last),
+            )
+            starts: dict[tuple[int, int], tuple[int, int]] = {}  # (op, group) → (version, id)
+            for pack in packs:
+                if pack.committed and pack.version <= oldest:
+                    for e in pack.entries:
+                        if e.full:
+                            starts[(pack.op, e.key_group)] = (pack.version, pack.id + e.offset)
+            doomed: dict[int, set[int]] = {}  # pack id → offsets of its unreachable writes
+            pending: list[Pack] = []
+            for pack in packs:
+                if not pack.committed:
+                    pending.append(pack)
+                    continue
+                for e in pack.entries:
+                    start = starts.get((pack.op, e.key_group))
+                    if start is not None and (pack.version, pack.id + e.offset) < start:
+                        doomed.setdefault(pack.id, set()).add(e.offset)
+            stats.writes_removed = sum(map(len, doomed.values()))
+            stats.pending_removed = sum(len(p.entries) for p in pending)
+            by_id = {pack.id: pack for pack in packs}
+            gone: list[int] = []  # write ids whose blocks go
+            dropped: list[int] = [p.id for p in pending]  # packs that go whole
+            for pack in pending:
+                gone.extend(pack.id + e.offset for e in pack.entries)
+                if pack.segment is None:
+                    stats.rows_removed += sum(e.rows for e in pack.entries)
+            for pack_id, offsets in sorted(doomed.items()):
+                pack = by_id[pack_id]
+                gone.extend(pack_id + offset for offset in sorted(offsets))
+                if pack.segment is None:
+                    stats.rows_removed += sum(e.rows for e in pack.entries if e.offset in offsets)
+                kept_entries = [e for e in pack.entries if e.offset not in offsets]
+                if kept_entries:
+                    tx.execute(
+                        "UPDATE ckpt_packs SET entries = ? WHERE id = ?",
+                        (encode_entries(kept_entries, pack.segment is not None), pack_id),
+                    )
+                else:
+                    dropped.append(pack_id)
+            for chunk in _chunks(sorted(gone)):
+                tx.execute(
+                    f"DELETE FROM ckpt_blocks WHERE write IN ({_marks(len(chunk))})", list(chunk)
                 )
-            ]
-            stats.writes_removed = len(doomed)
-            pending = [
-                wid
-                for (wid,) in tx.all(
-                    "SELECT w.id FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
-                    "WHERE o.job = ? AND w.committed = 0 AND w.version <= ?",
-                    (job_id, last),
+            for chunk in _chunks(sorted(dropped)):
+                tx.execute(
+                    f"DELETE FROM ckpt_packs WHERE id IN ({_marks(len(chunk))})", list(chunk)
                 )
-            ]
-            stats.pending_removed = len(pending)
-            for chunk in _chunks(doomed + pending):
-                marks = _marks(len(chunk))
-                for (count,) in tx.all(
-                    f"SELECT rows FROM ckpt_writes WHERE segment IS NULL AND id IN ({marks})",
-                    list(chunk),
-                ):
-                    stats.rows_removed += int(count)
-                tx.execute(f"DELETE FROM ckpt_blocks WHERE write IN ({marks})", list(chunk))
-                tx.execute(f"DELETE FROM ckpt_writes WHERE id IN ({marks})", list(chunk))
             return stats
 
         return self._run(f"retention of job {job!r}", work)
@@ -1420,36 +1619,40 @@ class SQLBackend(SegmentQueries):
         return int(row[0])
 
     def write_summary(self, job: str) -> list[WriteSummary]:
-        rows = self._run(
-            "summarising writes",
-            lambda tx: tx.all(
-                "SELECT o.name, w.version, w.committed, w.is_full, COUNT(*), SUM(w.bytes), "
-                "SUM(w.rows) FROM ckpt_writes w JOIN ckpt_operators o ON o.id = w.op "
-                "JOIN ckpt_jobs j ON j.id = o.job WHERE j.name = ? "
-                "GROUP BY o.name, w.version, w.committed, w.is_full "
-                "ORDER BY w.version, o.name, w.committed, w.is_full",
+        def work(tx: Tx) -> list[WriteSummary]:
+            names = dict(
+                tx.all(
+                    "SELECT o.id, o.name FROM ckpt_operators o JOIN ckpt_jobs j "
+                    "ON j.id = o.job WHERE j.name = ?",
+                    (job,),
+                )
+            )
+            groups: dict[tuple[int, str, bool, bool], list[int]] = {}
+            for pack in self._packs(
+                tx,
+                "JOIN ckpt_operators o ON o.id = p.op JOIN ckpt_jobs j ON j.id = o.job "
+                "WHERE j.name = ?",
                 (job,),
-            ),
-            write=False,
-        )
-        return [
-            WriteSummary(name, int(v), bool(c), bool(f), int(n), int(b), int(r))
-            for name, v, c, f, n, b, r in rows
-        ]
+            ):
+                for e in pack.entries:
+                    key = (pack.version, str(names[pack.op]), pack.committed, e.full)
+                    total = groups.setdefault(key, [0, 0, 0])
+                    total[0] += 1
+                    total[1] += e.bytes
+                    total[2] += e.rows
+            return [
+                WriteSummary(name, version, committed, full, n, nbytes, rows)
+                for (version, name, committed, full), (n, nbytes, rows) in sorted(groups.items())
+            ]
+
+        return self._run("summarising writes", work, write=False)
 
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
         """Whether every one of ``write_ids`` exists and is committed."""
         ids = sorted(set(write_ids))
 
         def work(tx: Tx) -> bool:
-            for chunk in _chunks(ids):
-                row = tx.one(
-                    f"SELECT COUNT(*) FROM ckpt_writes WHERE committed = 1 AND id IN "
-                    f"({_marks(len(chunk))})",
-                    list(chunk),
-                )
-                if row is None or int(row[0]) != len(chunk):
-                    return False
-            return True
+            found = self._writes_by_id(tx, ids)
+            return len(found) == len(ids) and all(pack.committed for pack, _ in found.values())
 
         return self._run("checking writes", work, write=False)

@@ -6,12 +6,14 @@ vocabulary, keys and constraints) and every secondary index; :func:`create_scrip
 :func:`added_columns` the ``ADD COLUMN`` declarations that migrate a store made before a
 column existed. Columns marked ``added`` are not in ``CREATE TABLE``: every store, fresh or
 old, gets them by migration, so both have the same column order. A table added after
-schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_heads``, ``ckpt_marks``) is created by ``IF NOT
-EXISTS`` when an older store is opened (the rows of a version 1 or 2 store are converted into
-blocks by :meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`; ``ckpt_heads`` is filled
-from the committed writes by :meth:`~objectspace.storage.sql.SQLBackend._fill_heads`). An
-index replaced by a later version is dropped by :data:`DROPPED_INDEXES` when an older store
-is opened.
+schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_heads``, ``ckpt_marks``,
+``ckpt_packs``) is created by ``IF NOT EXISTS`` when an older store is opened (the rows of a
+version 1 or 2 store are converted into blocks by
+:meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`; ``ckpt_heads`` is filled from the
+committed writes by :meth:`~objectspace.storage.sql.SQLBackend._fill_heads`; the writes of
+``ckpt_writes``, a legacy table since version 7, become packs of one write each by
+:meth:`~objectspace.storage.sql.SQLBackend._pack_writes`). An index replaced by a later
+version is dropped by :data:`DROPPED_INDEXES` when an older store is opened.
 
 Neutral types and their rendering:
 
@@ -79,13 +81,16 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """One table; ``without_rowid`` applies to SQLite only (a clustered primary key)."""
+    """One table; ``without_rowid`` applies to SQLite only (a clustered primary key).
+    ``legacy``: a table of older schema versions, never created; a store that has it gets
+    its added columns, and opening it converts its rows (``ckpt_writes``: into packs)."""
 
     name: str
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...]
     unique: tuple[tuple[str, ...], ...] = ()
     without_rowid: bool = False
+    legacy: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,25 @@ TABLES: tuple[Table, ...] = (
             _c("parent", "int64", added=True),
         ),
         ("id",),
+        # one row per write until schema version 6; version 7 keeps writes in ckpt_packs
+        legacy=True,
+    ),
+    # the writes one transaction stored for one operator at one version, packed in one row
+    # (schema version 7; objectspace.storage.sql.packs): write ids are the pack's id plus
+    # each entry's offset
+    Table(
+        "ckpt_packs",
+        (
+            _c("id", "id", **_NN),
+            _c("op", "int64", **_NN),
+            _c("version", "int64", **_NN),
+            _c("committed", "int32", nullable=False, default="0"),
+            _c("attempt", "text", **_NN),
+            _c("created", "float", **_NN),
+            _c("segment", "int64"),
+            _c("entries", "bytes", **_NN),
+        ),
+        ("id",),
     ),
     Table(
         "ckpt_segments",
@@ -242,13 +266,11 @@ TABLES: tuple[Table, ...] = (
 """Every table of the SQL checkpoint storage."""
 
 INDEXES: tuple[Index, ...] = (
-    # Ordered by version first (schema version 5), so that a checkpoint's writes are appended
-    # at the end of the index, a few pages per save, where an index by key group first
-    # (versions 1..4: ``ckpt_writes_chain``, ``ckpt_writes_groups``) put each written key
-    # group's entry on its own page, one page written per key group per save. Without
-    # ``committed``: a commit marks its writes committed in the rows alone, which were just
-    # appended. A key group's newest committed write is found in ``ckpt_heads``.
-    Index("ckpt_writes_versions", "ckpt_writes", ("op", "version", "key_group")),
+    # An operator's packs by version: appended at the end of the index, one entry per pack
+    # (a save or a commit), where ``ckpt_writes_versions`` (schema versions 5 and 6, gone
+    # with ``ckpt_writes``) took one per write. A key group's newest committed write is
+    # found in ``ckpt_heads``.
+    Index("ckpt_packs_versions", "ckpt_packs", ("op", "version")),
 )
 """Every secondary index (primary keys and ``UNIQUE`` constraints are in :data:`TABLES`)."""
 
@@ -303,8 +325,9 @@ def _create_table(table: Table, dialect: Dialect) -> str:
 
 
 def create_script(dialect: Dialect) -> str:
-    """The ``CREATE TABLE``/``CREATE INDEX ... IF NOT EXISTS`` script of ``dialect``."""
-    statements = [_create_table(table, dialect) for table in TABLES]
+    """The ``CREATE TABLE``/``CREATE INDEX ... IF NOT EXISTS`` script of ``dialect`` (legacy
+    tables are not created)."""
+    statements = [_create_table(table, dialect) for table in TABLES if not table.legacy]
     statements.extend(
         f"CREATE INDEX IF NOT EXISTS {index.name} ON {index.table} ({', '.join(index.columns)})"
         + ("" if index.where is None else f" WHERE {index.where}")
@@ -316,7 +339,8 @@ def create_script(dialect: Dialect) -> str:
 
 def added_columns(dialect: Dialect) -> list[tuple[str, str, str]]:
     """``(table, column, declaration)`` of each column added after schema version 1, in the
-    order they are added; ``ALTER TABLE table ADD COLUMN column declaration`` adds one."""
+    order they are added; ``ALTER TABLE table ADD COLUMN column declaration`` adds one (to
+    a legacy table only where a store has it)."""
     return [
         (table.name, column.name, _declaration(column, dialect, inline_key=False))
         for table in TABLES

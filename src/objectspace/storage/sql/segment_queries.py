@@ -22,12 +22,12 @@ __all__ = ["SegmentQueries"]
 
 _R = TypeVar("_R")
 
-# The segments no write references, by one pass over ckpt_writes (there is no index by
-# segment: it cost every commit an entry per write, for queries only the GC makes). An
-# anti-join with the referenced set, not ``NOT IN``, which PostgreSQL cannot turn into a
-# hash or merge anti-join (NULL semantics) and may run as a scan per segment.
+# The segments no write references, by one pass over ckpt_packs (a pack's writes are in one
+# segment; there is no index by segment, for queries only the GC makes). An anti-join with
+# the referenced set, not ``NOT IN``, which PostgreSQL cannot turn into a hash or merge
+# anti-join (NULL semantics) and may run as a scan per segment.
 _UNREFERENCED = (
-    "SELECT s.id FROM ckpt_segments s LEFT JOIN (SELECT DISTINCT segment FROM ckpt_writes "
+    "SELECT s.id FROM ckpt_segments s LEFT JOIN (SELECT DISTINCT segment FROM ckpt_packs "
     "WHERE segment IS NOT NULL) r ON r.segment = s.id WHERE r.segment IS NULL"
 )
 
@@ -167,7 +167,7 @@ class SegmentQueries(SegmentCatalog):
         rows = self._run(
             "listing referenced segments",
             lambda tx: tx.all(
-                "SELECT DISTINCT s.path FROM ckpt_writes w JOIN ckpt_segments s ON s.id = w.segment"
+                "SELECT DISTINCT s.path FROM ckpt_packs p JOIN ckpt_segments s ON s.id = p.segment"
             ),
             write=False,
         )
