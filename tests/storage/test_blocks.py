@@ -391,10 +391,20 @@ def test_a_version_1_segment_store_is_read_and_written_on(tmp_path: Path) -> Non
     conn.executescript((root / "catalog.sql").read_text())
     conn.close()
     url = f"file://{root}/segments?catalog={quote(f'sqlite:///{root}/catalog.db', safe='')}"
+    conn = sqlite3.connect(root / "catalog.db")
+    before = conn.execute("SELECT id, path, bytes FROM ckpt_segments ORDER BY id").fetchall()
+    conn.close()
     old_files = sorted((root / "segments").rglob("*.seg"))
     assert old_files and all(f.read_bytes().startswith(b"OSSEG1\n") for f in old_files)
     expected = buffer_history(f"memory://v1-{tmp_path.name}", checkpoints=12, keys=60)
     assert restored(url, keys=60) == expected
+    # migrated to schema version 7: its segments, with their ids, without an index by path
+    conn = sqlite3.connect(root / "catalog.db")
+    after = conn.execute("SELECT id, path, bytes FROM ckpt_segments ORDER BY id").fetchall()
+    indexes = [row[1] for row in conn.execute("PRAGMA index_list(ckpt_segments)")]
+    conn.close()
+    assert len(after) == len(before) > 0 and indexes == []
+    assert [row[0] for row in after] == [row[0] for row in before]
     # a new checkpoint on top: a version 2 file after the version 1 chain
     storage = osp.open_storage(url)
     job = storage.job("j")

@@ -9,9 +9,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from objectspace.storage.sql.packs import Entry, decode_entries, encode_entries
+from objectspace.storage.sql.packs import Entry, Head, decode_entries, decode_heads, encode_entries
 
-__all__ = ["LEGACY_WRITES", "Write", "delete_write", "edit_write", "unpack_to_legacy", "writes"]
+__all__ = [
+    "LEGACY_WRITES",
+    "Write",
+    "delete_write",
+    "edit_write",
+    "heads",
+    "unpack_to_legacy",
+    "writes",
+]
 
 
 @dataclass(frozen=True)
@@ -154,3 +162,14 @@ def unpack_to_legacy(conn: Any) -> None:
         ],
     )
     conn.execute("DELETE FROM ckpt_packs")
+
+
+def heads(conn: Any) -> dict[tuple[int, int], Head]:
+    """Every head of the catalog: (operator id, key group) → its head."""
+    found = {}
+    for op, chunk, data in conn.execute(
+        "SELECT op, chunk, heads FROM ckpt_head_chunks ORDER BY op, chunk"
+    ).fetchall():
+        for group, head in decode_heads(bytes(data), f"chunk {chunk}").items():
+            found[(int(op), group)] = head
+    return found

@@ -229,6 +229,9 @@ class PostgresBackend(SQLBackend):
             except psycopg.Error as exc:
                 raise StorageError(f"{what} failed in {self!r}: {self._error(exc)}") from exc
 
+    def _drop_path_index(self, tx: Tx) -> None:
+        tx.execute("ALTER TABLE ckpt_segments DROP CONSTRAINT IF EXISTS ckpt_segments_path_key")
+
     def _new_pack_id(self, tx: Tx) -> int:
         """From the identity's sequence, times the span (concurrent writers never meet: no
         read of the highest id, which serializable transactions would conflict on)."""

@@ -59,7 +59,17 @@ from objectspace.storage.contract import (
     WriteSummary,
 )
 from objectspace.storage.sql.catalog import SegmentEntry, SegmentPlacement, stage_parts
-from objectspace.storage.sql.packs import SPAN, Entry, Pack, decode_entries, encode_entries
+from objectspace.storage.sql.packs import (
+    HEAD_CHUNK,
+    SPAN,
+    Entry,
+    Head,
+    Pack,
+    decode_entries,
+    decode_heads,
+    encode_entries,
+    encode_heads,
+)
 from objectspace.storage.sql.schema import DROPPED_INDEXES, Dialect, added_columns
 from objectspace.storage.sql.segment_queries import SegmentQueries, _chunks, _marks
 from objectspace.storage.urls import redact_url
@@ -68,7 +78,8 @@ from objectspace.tables import DELETED, ROW_OVERHEAD, TableChanges
 __all__ = ["ROW_OVERHEAD", "SCHEMA_VERSION", "SQLBackend", "SegmentEntry", "Tx"]
 
 SCHEMA_VERSION = 7
-"""7: writes packed per operator, version and transaction in ``ckpt_packs``; 6: blocks name
+"""7: writes packed per operator, version and transaction in ``ckpt_packs``, heads per 64 key
+groups in ``ckpt_head_chunks``; 6: blocks name
 their table folders (templates for numbered ones), no index by segment; 5: writes indexed
 by (op, version, key_group), heads in ``ckpt_heads``; 4: writes indexed by (op, key_group,
 version), a commit rewrites no index entry; 3: one block per write in ``ckpt_blocks`` (2 and
@@ -185,31 +196,91 @@ class SQLBackend(SegmentQueries):
             for index in DROPPED_INDEXES:
                 tx.execute(f"DROP INDEX IF EXISTS {index}")
         legacy_writes = bool(self._columns(tx, "ckpt_writes"))
-        if row is not None and int(row[0]) < 5 and legacy_writes:
+        if self._columns(tx, "ckpt_heads"):
+            self._pack_heads(tx)  # version 7 packs the heads of versions 5 and 6
+        elif row is not None and int(row[0]) < 5 and legacy_writes:
             self._fill_heads(tx)  # version 5 keeps each key group's head
         if legacy_writes:
             self._pack_writes(tx)  # version 7 keeps writes in packs
+        if row is not None and int(row[0]) < 7:
+            self._drop_path_index(tx)  # version 7 has no index of segments by path
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             tx.execute(
                 "UPDATE ckpt_meta SET value = ? WHERE name = 'schema_version'",
                 (str(SCHEMA_VERSION),),
             )
 
-    @staticmethod
-    def _fill_heads(tx: Tx) -> None:
-        """Fill ``ckpt_heads`` from the committed writes (a store of schema version 4 or
-        older): per operator and key group, the newest committed write in (version, id)
-        order."""
-        tx.execute("DELETE FROM ckpt_heads")
-        tx.execute(
-            "INSERT INTO ckpt_heads (op, key_group, head, version, compaction, parent) "
+    def _fill_heads(self, tx: Tx) -> None:
+        """Find the heads from the committed writes (a store of schema version 4 or older):
+        per operator and key group, the newest committed write in (version, id) order."""
+        heads: dict[int, dict[int, Head]] = {}
+        for op, group, wid, version, compaction, parent in tx.all(
             "SELECT w.op, w.key_group, w.id, w.version, "
             "CASE WHEN w.attempt = ? THEN 1 ELSE 0 END, w.parent FROM ckpt_writes w "
             "WHERE w.committed = 1 AND NOT EXISTS (SELECT 1 FROM ckpt_writes n "
             "WHERE n.op = w.op AND n.key_group = w.key_group AND n.committed = 1 AND "
             "(n.version > w.version OR (n.version = w.version AND n.id > w.id)))",
             (COMPACTION,),
+        ):
+            heads.setdefault(int(op), {})[int(group)] = Head(
+                int(wid), int(version), bool(compaction), None if parent is None else int(parent)
+            )
+        tx.execute("DELETE FROM ckpt_head_chunks")
+        for op, found in sorted(heads.items()):
+            self._store_heads(tx, op, found)
+
+    def _pack_heads(self, tx: Tx) -> None:
+        """Pack the rows of ``ckpt_heads`` (schema versions 5 and 6) into chunks, and drop
+        the table."""
+        heads: dict[int, dict[int, Head]] = {}
+        for op, group, wid, version, compaction, parent in tx.all(
+            "SELECT op, key_group, head, version, compaction, parent FROM ckpt_heads"
+        ):
+            heads.setdefault(int(op), {})[int(group)] = Head(
+                int(wid), int(version), bool(compaction), None if parent is None else int(parent)
+            )
+        for op, found in sorted(heads.items()):
+            self._store_heads(tx, op, found)
+        tx.execute("DROP TABLE ckpt_heads")
+
+    @staticmethod
+    def _store_heads(tx: Tx, op_id: int, heads: Mapping[int, Head]) -> None:
+        """Write the chunks of ``heads`` (every head of each chunk named)."""
+        chunks: dict[int, dict[int, Head]] = {}
+        for group, head in heads.items():
+            chunks.setdefault(group // HEAD_CHUNK, {})[group] = head
+        tx.executemany(
+            "INSERT INTO ckpt_head_chunks (op, chunk, heads) VALUES (?, ?, ?) "
+            "ON CONFLICT (op, chunk) DO UPDATE SET heads = excluded.heads",
+            [(op_id, chunk, encode_heads(found)) for chunk, found in sorted(chunks.items())],
         )
+
+    @staticmethod
+    def _read_heads(tx: Tx, op_id: int, key_groups: Sequence[int] | range) -> dict[int, Head]:
+        """The heads of ``key_groups`` that have one (one query per 500 chunks)."""
+        if isinstance(key_groups, range):
+            rows = tx.all(
+                "SELECT chunk, heads FROM ckpt_head_chunks WHERE op = ? AND chunk >= ? "
+                "AND chunk <= ?",
+                (op_id, key_groups.start // HEAD_CHUNK, (key_groups.stop - 1) // HEAD_CHUNK),
+            )
+        else:
+            rows = []
+            for chunk in _chunks(sorted({g // HEAD_CHUNK for g in key_groups})):
+                rows += tx.all(
+                    "SELECT chunk, heads FROM ckpt_head_chunks WHERE op = ? AND chunk IN "
+                    f"({_marks(len(chunk))})",
+                    [op_id, *chunk],
+                )
+        wanted = key_groups if isinstance(key_groups, range) else set(key_groups)
+        found: dict[int, Head] = {}
+        for chunk, data in rows:
+            for group, head in decode_heads(
+                data, f"heads of operator id {op_id} chunk {chunk}"
+            ).items():
+                if group in wanted:
+                    found[group] = head
+        return found
 
     def _pack_writes(self, tx: Tx) -> None:
         """Turn each write of ``ckpt_writes`` (a store of schema version 6 or older) into a
@@ -268,6 +339,11 @@ class SQLBackend(SegmentQueries):
         )
         tx.execute("DROP TABLE ckpt_writes")
         self._packs_follow(tx, max((p[0] for p in packs), default=0))
+
+    @abstractmethod
+    def _drop_path_index(self, tx: Tx) -> None:
+        """Drop the unique index of segment paths that ``ckpt_segments`` had before schema
+        version 7, if it has it."""
 
     def _packs_follow(self, tx: Tx, top: int) -> None:
         """New pack ids must exceed ``top`` (the highest id the converted writes kept): a
@@ -353,25 +429,23 @@ class SQLBackend(SegmentQueries):
                         break
         return found
 
-    @staticmethod
     def _advance_heads(
-        tx: Tx, op_id: int, written: Sequence[tuple[int, int, int, bool, int | None]]
+        self, tx: Tx, op_id: int, written: Sequence[tuple[int, int, int, bool, int | None]]
     ) -> None:
         """Make each just committed write ``(write, key_group, version, compaction,
         parent)`` its key group's head, unless the head is newer in (version, id) order (a
-        compaction of an older checkpoint)."""
-        tx.executemany(
-            "INSERT INTO ckpt_heads (op, key_group, head, version, compaction, parent) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (op, key_group) DO UPDATE SET "
-            "head = excluded.head, version = excluded.version, "
-            "compaction = excluded.compaction, parent = excluded.parent "
-            "WHERE excluded.version > ckpt_heads.version OR (excluded.version = "
-            "ckpt_heads.version AND excluded.head > ckpt_heads.head)",
-            [
-                (op_id, group, wid, version, int(compaction), parent)
-                for wid, group, version, compaction, parent in written
-            ],
+        compaction of an older checkpoint): the chunks of the written key groups, read and
+        rewritten."""
+        groups = [group for _, group, *_ in written]
+        chunks = {g // HEAD_CHUNK for g in groups}
+        heads = self._read_heads(
+            tx, op_id, [c * HEAD_CHUNK + i for c in sorted(chunks) for i in range(HEAD_CHUNK)]
         )
+        for wid, group, version, compaction, parent in written:
+            old = heads.get(group)
+            if old is None or (version, wid) > (old.version, old.write):
+                heads[group] = Head(wid, version, compaction, parent)
+        self._store_heads(tx, op_id, heads)
 
     def _migrate_rows(self, tx: Tx) -> None:
         """Convert a store of schema version 2 or older (one row per entry in ``ckpt_rows``
@@ -596,30 +670,20 @@ class SQLBackend(SegmentQueries):
         self, tx: Tx, op_id: int, key_groups: Sequence[int], as_of: int
     ) -> dict[int, tuple[int, str, int | None]]:
         """Per key group with committed state as of ``as_of``: its head, the newest
-        committed write (id, attempt, parent). From ``ckpt_heads`` (one query per 500 key
-        groups) when the head is not newer than ``as_of``, as at every commit, which builds
-        on the last committed checkpoint; otherwise by a scan of the key group's writes."""
+        committed write (id, attempt, parent). From ``ckpt_head_chunks`` when the head is not
+        newer than ``as_of``, as at every commit, which builds on the last committed
+        checkpoint; otherwise from the packs, newest first (:meth:`_newest_as_of`)."""
         heads: dict[int, tuple[int, str, int | None]] = {}
-        groups = sorted(set(key_groups))
         older = []
-        for chunk in _chunks(groups):
-            found = {
-                int(group): (int(head), int(version), bool(compaction), parent)
-                for group, head, version, compaction, parent in tx.all(
-                    "SELECT key_group, head, version, compaction, parent FROM ckpt_heads "
-                    f"WHERE op = ? AND key_group IN ({_marks(len(chunk))})",
-                    [op_id, *chunk],
+        for group, record in sorted(self._read_heads(tx, op_id, key_groups).items()):
+            if record.version <= as_of:
+                heads[group] = (
+                    record.write,
+                    COMPACTION if record.compaction else "",
+                    record.parent,
                 )
-            }
-            for group in chunk:
-                record = found.get(group)
-                if record is None:
-                    continue  # no committed write at all
-                head, version, compaction, parent = record
-                if version <= as_of:
-                    heads[group] = (head, COMPACTION if compaction else "", parent)
-                else:
-                    older.append(group)
+            else:
+                older.append(group)
         for key_group, (wid, _, attempt, parent) in self._newest_as_of(
             tx, op_id, older, as_of
         ).items():
@@ -1211,7 +1275,7 @@ class SQLBackend(SegmentQueries):
             heads: dict[int, tuple[int, str, int | None]] = {}  # key group → its head
             if base is not None:
                 # Each written key group's head as of the base, the last committed
-                # checkpoint: from ``ckpt_heads``, one query per 500 key groups.
+                # checkpoint: from ``ckpt_head_chunks``.
                 heads = self._heads_tx(tx, op_id, [g for _, g, _ in written], base)
             doubtful = [w for w in written if w[2] != heads.get(w[1], (0,))[0]]
             if not doubtful:
@@ -1375,7 +1439,7 @@ class SQLBackend(SegmentQueries):
     def heads(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, tuple[int, int]]:
-        """From ``ckpt_heads`` (one query) where the newest committed write is not newer
+        """From ``ckpt_head_chunks`` (one query) where the newest committed write is not newer
         than ``as_of``; otherwise the key group's newest write as of ``as_of``, as the last
         write of :meth:`chains` is: the highest (version, id)."""
 
@@ -1390,15 +1454,11 @@ class SQLBackend(SegmentQueries):
         """:meth:`heads` in ``tx``."""
         heads: dict[int, tuple[int, int]] = {}
         older = []
-        for group, head, version in tx.all(
-            "SELECT key_group, head, version FROM ckpt_heads "
-            "WHERE op = ? AND key_group >= ? AND key_group < ?",
-            (op_id, key_groups.start, key_groups.stop),
-        ):
-            if int(version) <= as_of:
-                heads[int(group)] = (int(head), int(version))
+        for group, record in sorted(self._read_heads(tx, op_id, key_groups).items()):
+            if record.version <= as_of:
+                heads[group] = (record.write, record.version)
             else:
-                older.append(int(group))
+                older.append(group)
         for group, (wid, version, _, _) in self._newest_as_of(tx, op_id, older, as_of).items():
             heads[group] = (wid, version)
         return heads

@@ -25,6 +25,12 @@ lengths, digests, parents]``, columns over the pack's writes:
 * ``lengths``: each block's length in the segment less its ``bytes`` (zeros);
 * ``digests``: signed 64-bit, ``None`` for a write stored before digests existed;
 * ``parents``: each less the one before (``None`` stays ``None``; ``0`` is "no state").
+
+The heads (per key group, its newest committed write) are packed the same way, per
+operator and chunk of :data:`HEAD_CHUNK` key groups in a row of ``ckpt_head_chunks``: a
+commit rewrites the chunks of the key groups it wrote, a page or two for 128 key groups,
+where a row per key group took six. ``heads`` is msgpack ``[FORMAT, key groups, writes,
+versions, compactions, parents]``, the same delta columns (``compactions`` as ``fulls``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,18 @@ import msgpack
 
 from objectspace.errors import CorruptStateError
 
-__all__ = ["FORMAT", "SPAN", "Entry", "Pack", "decode_entries", "encode_entries"]
+__all__ = [
+    "FORMAT",
+    "HEAD_CHUNK",
+    "SPAN",
+    "Entry",
+    "Head",
+    "Pack",
+    "decode_entries",
+    "decode_heads",
+    "encode_entries",
+    "encode_heads",
+]
 
 FORMAT = 1
 """The layout of ``entries`` (this module's docstring)."""
@@ -45,6 +62,19 @@ FORMAT = 1
 SPAN = 1 << 16
 """Ids a new pack reserves: its id is a multiple of this, its writes ``id .. id + n - 1``
 (``n`` is at most the operator's key groups, :data:`objectspace.keygroups.MAX_KEY_GROUPS`)."""
+
+
+HEAD_CHUNK = 64
+"""Key groups per row of ``ckpt_head_chunks`` (key group ``g`` is in chunk ``g // 64``)."""
+
+
+class Head(NamedTuple):
+    """A key group's head: its newest committed write in (version, id) order."""
+
+    write: int
+    version: int
+    compaction: bool  # the head is a compaction; ``parent`` is the write it stands for
+    parent: int | None
 
 
 class Entry(NamedTuple):
@@ -91,16 +121,85 @@ def _sums(deltas: Sequence[int]) -> list[int]:
     return out
 
 
+def _flags(flags: Sequence[bool]) -> bool | bytes:
+    if not any(flags):
+        return False
+    if all(flags):
+        return True
+    return bytes(flags)
+
+
+def _read_flags(flags: Any, n: int) -> list[bool]:
+    if flags is True or flags is False:
+        return [flags] * n
+    return [bool(b) for b in flags]
+
+
+def _optional_deltas(numbers: Sequence[int | None]) -> list[int | None]:
+    out: list[int | None] = []
+    previous = 0
+    for n in numbers:
+        if n is None:
+            out.append(None)
+        else:
+            out.append(n - previous)
+            previous = n
+    return out
+
+
+def _optional_sums(deltas: Sequence[int | None]) -> list[int | None]:
+    out: list[int | None] = []
+    previous = 0
+    for d in deltas:
+        if d is None:
+            out.append(None)
+        else:
+            previous += d
+            out.append(previous)
+    return out
+
+
+def encode_heads(heads: dict[int, Head]) -> bytes:
+    """The heads of one chunk (key group → head) as a row's ``heads`` column."""
+    groups = sorted(heads)
+    records = [heads[g] for g in groups]
+    packed: bytes = msgpack.packb(
+        [
+            FORMAT,
+            _deltas(groups),
+            _deltas([h.write for h in records]),
+            _deltas([h.version for h in records]),
+            _flags([h.compaction for h in records]),
+            _optional_deltas([h.parent for h in records]),
+        ],
+        use_bin_type=True,
+    )
+    return packed
+
+
+def decode_heads(data: bytes, where: str) -> dict[int, Head]:
+    """The heads of a ``heads`` column; :class:`CorruptStateError` naming ``where``."""
+    try:
+        version, groups, writes, versions, compactions, parents = msgpack.unpackb(
+            bytes(data), raw=False
+        )
+        if version != FORMAT:
+            raise ValueError(f"heads format {version!r}, not {FORMAT}")
+        key_groups = _sums(groups)
+        records = zip(
+            _sums(writes),
+            _sums(versions),
+            _read_flags(compactions, len(key_groups)),
+            _optional_sums(parents),
+            strict=True,
+        )
+        return {g: Head(*record) for g, record in zip(key_groups, records, strict=True)}
+    except Exception as exc:
+        raise CorruptStateError(f"{where}: the catalog's heads do not decode: {exc}") from exc
+
+
 def encode_entries(entries: Sequence[Entry], in_segment: bool) -> bytes:
     """``entries`` as a pack's ``entries`` column (module docstring)."""
-    fulls: bool | bytes
-    flags = [e.full for e in entries]
-    if not any(flags):
-        fulls = False
-    elif all(flags):
-        fulls = True
-    else:
-        fulls = bytes(flags)
     gaps = None
     if in_segment:
         gaps = []
@@ -108,26 +207,18 @@ def encode_entries(entries: Sequence[Entry], in_segment: bool) -> bytes:
         for e in entries:
             gaps.append(e.seg_offset - end)
             end = e.seg_offset + e.seg_length
-    parents: list[int | None] = []
-    previous = 0
-    for e in entries:
-        if e.parent is None:
-            parents.append(None)
-        else:
-            parents.append(e.parent - previous)
-            previous = e.parent
     packed: bytes = msgpack.packb(
         [
             FORMAT,
             _deltas([e.offset for e in entries]),
             _deltas([e.key_group for e in entries]),
-            fulls,
+            _flags([e.full for e in entries]),
             [e.bytes for e in entries],
             [e.rows for e in entries],
             gaps,
             [e.seg_length - e.bytes for e in entries] if in_segment else None,
             [e.digest for e in entries],
-            parents,
+            _optional_deltas([e.parent for e in entries]),
         ],
         use_bin_type=True,
     )
@@ -143,10 +234,7 @@ def decode_entries(data: bytes, where: str) -> tuple[Entry, ...]:
         if version != FORMAT:
             raise ValueError(f"entries format {version!r}, not {FORMAT}")
         n = len(offsets)
-        if fulls is True or fulls is False:
-            flags = [fulls] * n
-        else:
-            flags = [bool(b) for b in fulls]
+        flags = _read_flags(fulls, n)
         ids = _sums(offsets)
         key_groups = _sums(groups)
         if gaps is None:
@@ -161,14 +249,7 @@ def decode_entries(data: bytes, where: str) -> tuple[Entry, ...]:
                 starts.append(start)
                 seg_lengths.append(size + extra)
                 end = start + size + extra
-        parent_ids: list[int | None] = []
-        previous = 0
-        for delta in parents:
-            if delta is None:
-                parent_ids.append(None)
-            else:
-                previous += delta
-                parent_ids.append(previous)
+        parent_ids = _optional_sums(parents)
         columns_n = {
             len(x) for x in (ids, key_groups, flags, sizes, rows, starts, digests, parent_ids)
         }

@@ -6,13 +6,14 @@ vocabulary, keys and constraints) and every secondary index; :func:`create_scrip
 :func:`added_columns` the ``ADD COLUMN`` declarations that migrate a store made before a
 column existed. Columns marked ``added`` are not in ``CREATE TABLE``: every store, fresh or
 old, gets them by migration, so both have the same column order. A table added after
-schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_heads``, ``ckpt_marks``,
-``ckpt_packs``) is created by ``IF NOT EXISTS`` when an older store is opened (the rows of a
+schema version 1 (``ckpt_gc_trash``, ``ckpt_blocks``, ``ckpt_marks``, ``ckpt_packs``,
+``ckpt_head_chunks``) is created by ``IF NOT EXISTS`` when an older store is opened (the rows of a
 version 1 or 2 store are converted into blocks by
-:meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`; ``ckpt_heads`` is filled from the
+:meth:`~objectspace.storage.sql.SQLBackend._migrate_rows`; the heads are found from the
 committed writes by :meth:`~objectspace.storage.sql.SQLBackend._fill_heads`; the writes of
-``ckpt_writes``, a legacy table since version 7, become packs of one write each by
-:meth:`~objectspace.storage.sql.SQLBackend._pack_writes`). An index replaced by a later
+``ckpt_writes`` and the heads of ``ckpt_heads``, legacy tables since version 7, become packs
+by :meth:`~objectspace.storage.sql.SQLBackend._pack_writes` and
+:meth:`~objectspace.storage.sql.SQLBackend._pack_heads`). An index replaced by a later
 version is dropped by :data:`DROPPED_INDEXES` when an older store is opened.
 
 Neutral types and their rendering:
@@ -50,6 +51,7 @@ __all__ = [
     "Table",
     "added_columns",
     "create_script",
+    "table_script",
 ]
 
 Dialect = Literal["sqlite", "postgresql"]
@@ -193,11 +195,13 @@ TABLES: tuple[Table, ...] = (
         ),
         ("id",),
     ),
+    # no index by path (schema version 7; before, UNIQUE): paths are made unique, a reservation
+    # per save paid two index pages for it, and only the GC looks a path up
     Table(
         "ckpt_segments",
         (
             _c("id", "id", **_NN),
-            _c("path", "text", nullable=False, unique=True),
+            _c("path", "text", **_NN),
             _c("created", "float", **_NN),
             _c("bytes", "int64", **_NN),
             _c("stamped", "float"),
@@ -228,9 +232,8 @@ TABLES: tuple[Table, ...] = (
         ("id",),
     ),
     # per operator and key group, its head: the newest committed write, in (version, id)
-    # order; a compaction head's parent is the write it stands for (schema version 5). One
-    # small row per key group, rewritten by the commits that write the key group: the rows
-    # of a few pages, not one index page per key group.
+    # order; a compaction head's parent is the write it stands for (schema versions 5 and 6:
+    # one small row per key group; version 7 packs them in ckpt_head_chunks).
     Table(
         "ckpt_heads",
         (
@@ -242,6 +245,19 @@ TABLES: tuple[Table, ...] = (
             _c("parent", "int64"),
         ),
         ("op", "key_group"),
+        without_rowid=True,
+        legacy=True,
+    ),
+    # per operator and chunk of 64 key groups, their heads packed in one row (schema version
+    # 7; objectspace.storage.sql.packs), rewritten by the commits that write its key groups
+    Table(
+        "ckpt_head_chunks",
+        (
+            _c("op", "int64", **_NN),
+            _c("chunk", "int32", **_NN),
+            _c("heads", "bytes", **_NN),
+        ),
+        ("op", "chunk"),
         without_rowid=True,
     ),
     # per job, small durable values outside checkpoints (Backend.read_mark/write_mark;
@@ -269,7 +285,7 @@ INDEXES: tuple[Index, ...] = (
     # An operator's packs by version: appended at the end of the index, one entry per pack
     # (a save or a commit), where ``ckpt_writes_versions`` (schema versions 5 and 6, gone
     # with ``ckpt_writes``) took one per write. A key group's newest committed write is
-    # found in ``ckpt_heads``.
+    # found in ``ckpt_head_chunks``.
     Index("ckpt_packs_versions", "ckpt_packs", ("op", "version")),
 )
 """Every secondary index (primary keys and ``UNIQUE`` constraints are in :data:`TABLES`)."""
@@ -322,6 +338,15 @@ def _create_table(table: Table, dialect: Dialect) -> str:
     suffix = " WITHOUT ROWID" if table.without_rowid and dialect == "sqlite" else ""
     body = ",\n".join(f"    {line}" for line in lines)
     return f"CREATE TABLE IF NOT EXISTS {table.name} (\n{body}\n){suffix};"
+
+
+def table_script(name: str, dialect: Dialect, *, as_name: str | None = None) -> str:
+    """The ``CREATE TABLE`` statement of table ``name`` (created as ``as_name``)."""
+    [table] = [t for t in TABLES if t.name == name]
+    statement = _create_table(table, dialect)
+    if as_name is not None:
+        statement = statement.replace(f"EXISTS {name} (", f"EXISTS {as_name} (", 1)
+    return statement
 
 
 def create_script(dialect: Dialect) -> str:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from objectspace.errors import StorageError
 from objectspace.storage import forks
 from objectspace.storage.sql.base import SQLBackend, Tx
-from objectspace.storage.sql.schema import SQLITE_SCHEMA
+from objectspace.storage.sql.schema import SQLITE_SCHEMA, table_script
 from objectspace.storage.sql.sqlite_files import (
     WAL_BYTES_STORAGE,
     check_sqlite_file,
@@ -137,6 +137,21 @@ class SQLiteBackend(SQLBackend):
 
     def _columns(self, tx: Tx, table: str) -> set[str]:
         return {str(row[1]) for row in tx.all(f"PRAGMA table_info({table})")}
+
+    def _drop_path_index(self, tx: Tx) -> None:
+        """SQLite cannot drop a ``UNIQUE`` constraint: the table is copied into one
+        without it (same rows, same ids) and takes its name."""
+        if not any(
+            row[2]
+            for row in tx.all("PRAGMA index_list(ckpt_segments)")
+            if str(row[1]).startswith("sqlite_autoindex_")
+        ):
+            return
+        columns = "id, path, created, bytes, stamped"
+        tx.execute(table_script("ckpt_segments", "sqlite", as_name="ckpt_segments_v7"))
+        tx.execute(f"INSERT INTO ckpt_segments_v7 ({columns}) SELECT {columns} FROM ckpt_segments")
+        tx.execute("DROP TABLE ckpt_segments")
+        tx.execute("ALTER TABLE ckpt_segments_v7 RENAME TO ckpt_segments")
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         try:
