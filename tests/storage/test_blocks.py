@@ -4,6 +4,7 @@ an operator's blocks switch to a dictionary trained on its own blocks."""
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 from pathlib import Path
@@ -325,7 +326,9 @@ def test_numbered_folders_are_written_as_templates() -> None:
     [[others, templated]] = columns[0]
     assert others == ["state", "state/item/'abc'/buf", "state/item/12/count"]
     assert [t[0] for t in templated] == ["state/item/\x00/buf"]
-    assert columns[-1][-1][0] == -9  # floats without their marker plane
+    # floats without their marker plane: random.random()'s as fixed-point numbers, k * 2**-53
+    # (schema version 7; version 6 wrote their 8 bytes, code -9)
+    assert columns[-1][-1][0] == -16 - 53
     # the same changes written plain (what SQLiteStore files hold) keep every name
     assert "state/item/'abc'/buf" in msgpack.unpackb(blocks._payload(plain, "b", None))[0]
 
@@ -460,3 +463,55 @@ def test_table_keys_delta_encode_exactly_the_canonical_decimal_keys(keys: list[b
     block, _ = blocks.encode_block(changes, False)
     truncated, rows = blocks.decode_block(block, "test")
     assert not truncated and rows == [("state/item/l/items", k, b"v") for k in keys]
+
+
+_RNG = random.Random(5)
+FLOAT_SETS = {
+    "random": [_RNG.random() for _ in range(700)],
+    "integers": [float(i * 7) for i in range(700)],
+    "quarters": [i / 4 for i in range(700)],
+    "decimals": [round(_RNG.uniform(0, 100), 2) for _ in range(700)],
+    "negative": [-1.5, 2.0] * 350,
+    "negative zero": [0.0, -0.0] * 350,
+    "infinite": [1.0, math.inf] * 350,
+    "nan": [1.0, math.nan] * 350,
+    "subnormal": [5e-324, 1e-310, 0.0] * 200,
+    "huge": [1e300, 3.0] * 350,
+    "mixed binades": [1e-9, 1e9] * 350,
+    "few": [0.5, 0.75],
+    "zeros": [0.0] * 10,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_SETS))
+def test_floats_round_trip_bit_for_bit(name: str) -> None:
+    """Floats of one column as fixed-point numbers where they have a common binary point
+    (schema version 7), as byte planes otherwise: every value comes back with its bits
+    (``-0.0``, infinities, NaN's payload, subnormals)."""
+    values = [msgpack.packb(f, use_single_float=False) for f in FLOAT_SETS[name]]
+    changes = {
+        f"state/item/{k}/buf/items": TableChanges(
+            rows={b"%d" % i: v for i, v in enumerate(values[k::4])}
+        )
+        for k in range(4)
+    }
+    block, _ = blocks.encode_block(changes, False, compact=True)
+    _, rows = blocks.decode_block(block, "here")
+    assert sorted(rows) == sorted((n, k, v) for n, c in changes.items() for k, v in c.rows.items())
+
+
+def test_fixed_point_floats_cost_their_bits() -> None:
+    def size(floats: list[float]) -> int:
+        rows = {b"%d" % i: msgpack.packb(f, use_single_float=False) for i, f in enumerate(floats)}
+        block, _ = blocks.encode_block({"a/items": TableChanges(rows=rows)}, False, compact=True)
+        return len(block)
+
+    # integers as floats: a byte or two each, where 8-byte doubles took ~3
+    assert size(FLOAT_SETS["integers"]) < 2.2 * 700
+    # random.random(): 53 bits each (6.625 bytes), within 0.2 byte of it (keys, header)
+    assert size(FLOAT_SETS["random"]) < (6.625 + 0.2) * 700
+    found = blocks._fixed_point(
+        blocks._shuffle(b"".join(struct.pack(">d", f) for f in FLOAT_SETS["random"]), 8), 700
+    )
+    assert found is not None and found[0] == 53 and len(found[1]) == 7 * 700
+    assert blocks._fixed_point(blocks._shuffle(struct.pack(">2d", 1e-9, 1e9), 8), 2) is None
