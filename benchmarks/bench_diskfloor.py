@@ -511,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     block = round(staged_logical / (checkpoints * KEY_GROUPS))
     rows = []
     for label, packed in (
-        ("today's: per key group a write row, index entry, block row and head row", False),
+        ("schema version 6: per key group a write row, index entry, block row, head row", False),
         ("packed: per instance one row (entries and blocks), one row of all heads", True),
     ):
         with volume() as vol:
@@ -570,23 +570,23 @@ def main(argv: Sequence[str] | None = None) -> None:
                     wal_table,
                     "In WAL mode with `synchronous=NORMAL` a commit does not fsync, so "
                     "SQLite's extra transactions cost little by themselves; what costs is "
-                    "rows per key group: a save writes a block row, a write row and an index "
-                    "entry for each key group it changed, and the commit marks each write "
-                    "committed and rewrites each key group's head, about 128 x 4 small rows "
-                    "per checkpoint on pages spread over four B-trees, and the pages every "
-                    "save touches (the trees' upper pages, the heads) are written once per "
-                    "save. A segment file per save costs a journal commit per file. Compare "
-                    "the last column with the primitives' one transaction (or one file) per "
-                    "commit plus the payload: that is what packing an instance's writes of a "
-                    "checkpoint into one block and one catalog row, written once per batch, "
-                    "could reach.",
+                    "pages. Since schema version 7 a save's writes are one row of "
+                    "`ckpt_packs` with one index entry, and a commit rewrites the rows of "
+                    "`ckpt_head_chunks` (64 key groups each) where schema version 6 wrote a "
+                    "write row, an index entry and a head row per key group (38 WAL pages "
+                    "per checkpoint in the segment catalog below, 84 in `sqlite:///`'s). "
+                    "What is left per key group is its block: a row of `ckpt_blocks` each "
+                    "(one blob per pack would save its row overhead and a few pages more). "
+                    "A segment file per save costs a journal commit per file.",
                     "The segment catalog's WAL pages, the same way (4 instances, staged; "
                     f"pages of {catalog_page} bytes, as a new SQLite catalog of segment "
-                    "storage has them). Since schema version 6 the catalog holds no row per "
-                    "key or table (blocks name their tables, numbered folders as a template "
-                    "and numbers) and no index of writes by segment: what is left per "
-                    "checkpoint is the write rows, their index by version, the heads, the "
-                    "segment's reservation and the commit's rows.",
+                    "storage has them). Since schema version 7 the catalog holds no row per "
+                    "key, table or write (blocks name their tables, a save's writes are one "
+                    "pack, the heads of 64 key groups one row) and no index by segment or "
+                    "path: what is left per checkpoint is the pack and its index entry, the "
+                    "head chunks, the segment's reservation (its own transaction, before "
+                    "the file is written) and the commit's rows (38.2 pages per checkpoint "
+                    "in schema version 6).",
                     catalog_table,
                     f"**The throughput workload on storage** (as `bench_spark`'s: "
                     f"{THROUGHPUT_KEYS:,} keys x {THROUGHPUT_EVENTS} float events per "
@@ -601,10 +601,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"`sqlite:///`, one transaction per checkpoint, {checkpoints} "
                     f"checkpoints of {KEY_GROUPS} random blocks of {block} bytes, the "
                     "Buffer workload's mean block as staged above), to measure what "
-                    "packing the catalog would buy before building it: today's rows per "
-                    "key group, or one row per instance and checkpoint with its key "
-                    "groups' entries (20 bytes each) and blocks, and one row of every "
-                    "head.",
+                    "packing the catalog would buy before building it (schema version 7 "
+                    "packs the entries and the heads, not yet the blocks): rows per key "
+                    "group, or one row per instance and checkpoint with its key groups' "
+                    "entries (20 bytes each) and blocks, and one row of every head.",
                     layouts,
                 ]
             ),

@@ -54,6 +54,9 @@ def _pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+_FEW_ROWS = 8
+
+
 class _PgTx:
     __slots__ = ("cur",)
 
@@ -64,7 +67,14 @@ class _PgTx:
         return self.cur.execute(_pg(sql), params)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
+        # psycopg runs executemany in pipeline mode, and a serialization failure inside it
+        # (routine under contention: the transaction is retried) is also logged as "error
+        # ignored terminating <psycopg.Pipeline ...>"; a few rows go one statement each.
+        if len(rows) <= _FEW_ROWS:
+            statement = _pg(sql)
+            for row in rows:
+                self.cur.execute(statement, row)
+        else:
             self.cur.executemany(_pg(sql), rows)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
