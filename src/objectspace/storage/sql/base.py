@@ -514,15 +514,16 @@ class SQLBackend(SegmentQueries):
         )
 
     @staticmethod
-    def _operator_jobs(tx: Tx, op_ids: set[int]) -> dict[int, int]:
-        """The job id of each of ``op_ids`` that exists."""
-        found: dict[int, int] = {}
-        for chunk in _chunks(sorted(op_ids)):
-            for op, job in tx.all(
-                f"SELECT id, job FROM ckpt_operators WHERE id IN ({_marks(len(chunk))})",
+    def _column_by_id(tx: Tx, table: str, column: str, ids: set[int]) -> dict[int, Any]:
+        """``column`` of each row of ``table`` whose ``id`` is one of ``ids`` (rows that
+        exist): one query per 500 ids."""
+        found: dict[int, Any] = {}
+        for chunk in _chunks(sorted(ids)):
+            for rid, value in tx.all(
+                f"SELECT id, {column} FROM {table} WHERE id IN ({_marks(len(chunk))})",
                 list(chunk),
             ):
-                found[int(op)] = int(job)
+                found[int(rid)] = value
         return found
 
     def _operator_id(self, tx: Tx, job: str, operator: str) -> int:
@@ -1063,7 +1064,9 @@ class SQLBackend(SegmentQueries):
                     f"checkpoint {checkpoint_id} of job {job!r} names writes that do not "
                     f"exist (collected, or never written): {missing[:5]}"
                 )
-            owners = self._operator_jobs(tx, {pack.op for pack, _ in found.values()})
+            owners = self._column_by_id(
+                tx, "ckpt_operators", "job", {pack.op for pack, _ in found.values()}
+            )
             packs: dict[int, Pack] = {}
             for write_id in every:
                 pack, entry = found[write_id]
@@ -1389,7 +1392,10 @@ class SQLBackend(SegmentQueries):
             "WHERE p.op = ? AND p.committed = 1 AND p.version <= ? ORDER BY p.version, p.id",
             (op_id, as_of),
         )
-        paths = self._segment_paths(tx, {p.segment for p in packs if p.segment is not None})
+        # the path of each segment the catalog still knows
+        paths = self._column_by_id(
+            tx, "ckpt_segments", "path", {p.segment for p in packs if p.segment is not None}
+        )
         chains: dict[int, list[WriteInfo]] = {}
         low, high = key_groups.start, key_groups.stop
         # in (version, id) order: each chain starts at its newest full write
@@ -1414,18 +1420,6 @@ class SQLBackend(SegmentQueries):
                 else:
                     chains.setdefault(e.key_group, []).append(info)
         return {group: chains[group] for group in sorted(chains)}
-
-    @staticmethod
-    def _segment_paths(tx: Tx, segment_ids: set[int]) -> dict[int, str]:
-        """The path of each of ``segment_ids`` that the catalog still knows."""
-        found: dict[int, str] = {}
-        for chunk in _chunks(sorted(segment_ids)):
-            for sid, path in tx.all(
-                f"SELECT id, path FROM ckpt_segments WHERE id IN ({_marks(len(chunk))})",
-                list(chunk),
-            ):
-                found[int(sid)] = str(path)
-        return found
 
     def chains(
         self, job: str, operator: str, key_groups: range, as_of: int
