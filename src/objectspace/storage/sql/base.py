@@ -423,9 +423,12 @@ class SQLBackend(SegmentQueries):
             for w in chunk:
                 for base in (w, w - w % SPAN):
                     held = offsets.get(base)
-                    entry = None if held is None else held[1].get(w - base)
+                    if held is None:
+                        continue
+                    pack, entries = held
+                    entry = entries.get(w - base)
                     if entry is not None:
-                        found[w] = (held[0], entry)  # type: ignore[index]
+                        found[w] = (pack, entry)
                         break
         return found
 
