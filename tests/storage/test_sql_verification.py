@@ -554,3 +554,38 @@ def test_sqlite_store_opens_while_another_connection_writes(tmp_path: Path) -> N
         writer.execute("ROLLBACK")
         writer.close()
         thread.join(60)
+
+
+def _flip_last_byte(storage: osp.Storage, table: str, column: str, key: str) -> None:
+    """Flip a bit of the last byte of every ``column`` of ``table`` (its checksum)."""
+    backend: Any = storage.backend
+
+    def work(tx: Any) -> None:
+        for row_key, data in tx.all(f"SELECT {key}, {column} FROM {table}"):
+            data = bytes(data)
+            broken = data[:-1] + bytes([data[-1] ^ 0x01])
+            tx.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (broken, row_key))
+
+    backend._run("test", work)
+
+
+def test_changed_catalog_records_are_detected(url: str) -> None:
+    """The catalog's packs of writes and its heads carry their own checksum: a changed
+    byte raises CorruptStateError naming the job, operator and checkpoint, never a state
+    built from misread records."""
+    storage, _, _ = history(url)
+    _flip_last_byte(storage, "ckpt_packs", "entries", "id")
+    storage.close()
+    text = expect_corrupt(url, "checkpoint", "fail their checksum")
+    assert "records of its writes" in text
+
+
+def test_changed_heads_are_detected(url: str) -> None:
+    storage, op, _ = history(url)
+    _flip_last_byte(storage, "ckpt_head_chunks", "heads", "chunk")
+    inst = op.instance(0, 1)  # a restore reads its chains, the next commit the heads
+    inst.space_for_key(KEY).get_value("account").value = "ACC-4"
+    with pytest.raises(osp.CorruptStateError, match="heads fail their checksum") as err:
+        op.job.commit(4, [inst.save(4)])
+    assert "'j'" in str(err.value) and "'o'" in str(err.value)
+    storage.close()

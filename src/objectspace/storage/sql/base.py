@@ -255,8 +255,7 @@ class SQLBackend(SegmentQueries):
             [(op_id, chunk, encode_heads(found)) for chunk, found in sorted(chunks.items())],
         )
 
-    @staticmethod
-    def _read_heads(tx: Tx, op_id: int, key_groups: Sequence[int] | range) -> dict[int, Head]:
+    def _read_heads(self, tx: Tx, op_id: int, key_groups: Sequence[int] | range) -> dict[int, Head]:
         """The heads of ``key_groups`` that have one (one query per 500 chunks)."""
         if isinstance(key_groups, range):
             rows = tx.all(
@@ -275,9 +274,13 @@ class SQLBackend(SegmentQueries):
         wanted = key_groups if isinstance(key_groups, range) else set(key_groups)
         found: dict[int, Head] = {}
         for chunk, data in rows:
-            for group, head in decode_heads(
-                data, f"heads of operator id {op_id} chunk {chunk}"
-            ).items():
+            try:
+                chunk_heads = decode_heads(data, f"key groups {int(chunk) * HEAD_CHUNK}..")
+            except CorruptStateError as exc:
+                raise CorruptStateError(
+                    f"{self._operator_names(tx, op_id)} in {self!r}: {exc}"
+                ) from exc
+            for group, head in chunk_heads.items():
                 if group in wanted:
                     found[group] = head
         return found
@@ -359,8 +362,23 @@ class SQLBackend(SegmentQueries):
     _PACK_COLUMNS = "p.id, p.op, p.version, p.committed, p.attempt, p.created, p.segment, p.entries"
 
     @staticmethod
-    def _decode_pack(row: Sequence[Any]) -> Pack:
+    def _operator_names(tx: Tx, op_id: int) -> str:
+        """``job 'j' operator 'o'`` of an operator id, for errors (its id if it has no row)."""
+        row = tx.one(
+            "SELECT j.name, o.name FROM ckpt_operators o JOIN ckpt_jobs j ON j.id = o.job "
+            "WHERE o.id = ?",
+            (op_id,),
+        )
+        return f"operator id {op_id}" if row is None else f"job {row[0]!r} operator {row[1]!r}"
+
+    def _decode_pack(self, tx: Tx, row: Sequence[Any]) -> Pack:
         pid, op, version, committed, attempt, created, segment, entries = row
+        try:
+            decoded = decode_entries(entries, f"pack {pid}")
+        except CorruptStateError as exc:
+            raise CorruptStateError(
+                f"{self._operator_names(tx, int(op))} checkpoint {version} in {self!r}: {exc}"
+            ) from exc
         return Pack(
             int(pid),
             int(op),
@@ -369,13 +387,13 @@ class SQLBackend(SegmentQueries):
             str(attempt),
             float(created),
             None if segment is None else int(segment),
-            decode_entries(entries, f"pack {pid} (checkpoint {version})"),
+            decoded,
         )
 
     def _packs(self, tx: Tx, where: str, params: Sequence[Any] = ()) -> list[Pack]:
         """The packs ``SELECT ... FROM ckpt_packs p {where}`` finds, decoded."""
         return [
-            self._decode_pack(row)
+            self._decode_pack(tx, row)
             for row in tx.all(f"SELECT {self._PACK_COLUMNS} FROM ckpt_packs p {where}", params)
         ]
 

@@ -26,20 +26,27 @@ lengths, digests, parents]``, columns over the pack's writes:
 * ``digests``: signed 64-bit, ``None`` for a write stored before digests existed;
 * ``parents``: each less the one before (``None`` stays ``None``; ``0`` is "no state").
 
+followed by the xxh64 of those bytes (8 bytes, little-endian): a changed byte fails the
+check on read (:class:`~objectspace.CorruptStateError`), where a flipped bit of a delta
+would otherwise move every write after it to another key group.
+
 The heads (per key group, its newest committed write) are packed the same way, per
 operator and chunk of :data:`HEAD_CHUNK` key groups in a row of ``ckpt_head_chunks``: a
 commit rewrites the chunks of the key groups it wrote, a page or two for 128 key groups,
 where a row per key group took six. ``heads`` is msgpack ``[FORMAT, key groups, writes,
-versions, compactions, parents]``, the same delta columns (``compactions`` as ``fulls``).
+versions, compactions, parents]``, the same delta columns (``compactions`` as ``fulls``),
+and its xxh64.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import msgpack
+import xxhash
 
 from objectspace.errors import CorruptStateError
 
@@ -108,6 +115,28 @@ class Pack:
         return self.id + entry.offset
 
 
+_DIGEST = struct.Struct("<Q")
+
+
+def _sealed(columns: list[Any]) -> bytes:
+    """``columns`` as msgpack followed by their xxh64."""
+    payload: bytes = msgpack.packb(columns, use_bin_type=True)
+    return payload + _DIGEST.pack(xxhash.xxh64_intdigest(payload))
+
+
+def _unsealed(data: bytes, where: str, what: str) -> Any:
+    """The columns :func:`_sealed` made, checked; :class:`CorruptStateError` naming
+    ``where`` when their bytes fail the checksum."""
+    data = bytes(data)
+    payload, digest = data[: -_DIGEST.size], data[-_DIGEST.size :]
+    if len(digest) != _DIGEST.size or _DIGEST.unpack(digest)[0] != xxhash.xxh64_intdigest(payload):
+        raise CorruptStateError(f"{where}: the catalog's {what} fail their checksum")
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise CorruptStateError(f"{where}: the catalog's {what} do not decode: {exc}") from exc
+
+
 def _deltas(numbers: Sequence[int]) -> list[int]:
     return [b - a for a, b in zip([0, *numbers], numbers, strict=False)]
 
@@ -163,7 +192,7 @@ def encode_heads(heads: dict[int, Head]) -> bytes:
     """The heads of one chunk (key group → head) as a row's ``heads`` column."""
     groups = sorted(heads)
     records = [heads[g] for g in groups]
-    packed: bytes = msgpack.packb(
+    return _sealed(
         [
             FORMAT,
             _deltas(groups),
@@ -171,18 +200,15 @@ def encode_heads(heads: dict[int, Head]) -> bytes:
             _deltas([h.version for h in records]),
             _flags([h.compaction for h in records]),
             _optional_deltas([h.parent for h in records]),
-        ],
-        use_bin_type=True,
+        ]
     )
-    return packed
 
 
 def decode_heads(data: bytes, where: str) -> dict[int, Head]:
     """The heads of a ``heads`` column; :class:`CorruptStateError` naming ``where``."""
+    columns = _unsealed(data, where, "heads")
     try:
-        version, groups, writes, versions, compactions, parents = msgpack.unpackb(
-            bytes(data), raw=False
-        )
+        version, groups, writes, versions, compactions, parents = columns
         if version != FORMAT:
             raise ValueError(f"heads format {version!r}, not {FORMAT}")
         key_groups = _sums(groups)
@@ -207,7 +233,7 @@ def encode_entries(entries: Sequence[Entry], in_segment: bool) -> bytes:
         for e in entries:
             gaps.append(e.seg_offset - end)
             end = e.seg_offset + e.seg_length
-    packed: bytes = msgpack.packb(
+    return _sealed(
         [
             FORMAT,
             _deltas([e.offset for e in entries]),
@@ -219,17 +245,15 @@ def encode_entries(entries: Sequence[Entry], in_segment: bool) -> bytes:
             [e.seg_length - e.bytes for e in entries] if in_segment else None,
             [e.digest for e in entries],
             _optional_deltas([e.parent for e in entries]),
-        ],
-        use_bin_type=True,
+        ]
     )
-    return packed
 
 
 def decode_entries(data: bytes, where: str) -> tuple[Entry, ...]:
     """The entries of a pack's ``entries`` column; :class:`CorruptStateError` naming
     ``where`` (the pack) when they do not decode."""
+    columns = _unsealed(data, where, "records of its writes")
     try:
-        columns: Any = msgpack.unpackb(bytes(data), raw=False, strict_map_key=False)
         version, offsets, groups, fulls, sizes, rows, gaps, lengths, digests, parents = columns
         if version != FORMAT:
             raise ValueError(f"entries format {version!r}, not {FORMAT}")
