@@ -240,3 +240,36 @@ def test_writes_are_packs_indexed_by_version_only(tmp_path: Path, version: int |
         conn.close()
     assert len(found) == len(receipt.writes) == 4
     assert len({w.pack for w in found}) == 1
+
+
+def test_heads_as_of_an_older_checkpoint_walk_back_past_a_page_of_packs(tmp_path: Path) -> None:
+    """A key group written at checkpoint 1 and again at 72: as of 70 its head is the write
+    of checkpoint 1, found by walking the packs back from 70 (69 packs of other key groups
+    in between, more than a page of them)."""
+    storage = osp.open_storage(f"sqlite:///{tmp_path / 's.db'}")
+    job = storage.job("j")
+    op = job.operator("o", max_key_groups=4)
+    inst = op.instance(0, 1)
+    kg = op.key_groups
+    busy = next(k for k in range(100) if kg.key_group(k) == 0)
+    idle = next(k for k in range(100) if kg.key_group(k) == 1)
+    inst.space_for_key(busy).create_value("v", 0)
+    inst.space_for_key(idle).create_value("w", 0)
+    for cp in range(1, 73):
+        if cp > 1:
+            inst.space_for_key(busy).get_value("v").value = cp
+        if cp == 72:
+            inst.space_for_key(idle).get_value("w").value = cp
+        assert job.commit(cp, [inst.save(cp)]) is True
+        inst.on_saved()
+    backend: Any = storage.backend
+    first = backend.chains("j", "o", range(1, 2), 1)[1][-1].write_id
+    assert backend.heads("j", "o", range(0, 4), 70) == {
+        0: (backend.chains("j", "o", range(0, 1), 70)[0][-1].write_id, 70),
+        1: (first, 1),
+    }
+    assert backend.heads("j", "o", range(0, 4), 72)[1][1] == 72
+    restored = op.instance(0, 1, 70)
+    assert restored.space_for_key(idle).get_value("w").value == 0
+    assert restored.space_for_key(busy).get_value("v").value == 70
+    storage.close()

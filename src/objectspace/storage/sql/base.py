@@ -105,6 +105,9 @@ def _stamp() -> float:
 
 _R = TypeVar("_R")
 
+# Packs read per query when walking back from the newest (heads as of an older checkpoint).
+_PACK_PAGE = 64
+
 
 class Tx(Protocol):
     """One transaction: statements with ``?`` parameters."""
@@ -672,20 +675,30 @@ class SQLBackend(SegmentQueries):
         checkpoint)."""
         wanted = set(key_groups)
         found: dict[int, tuple[int, int, str, int | None]] = {}
-        if not wanted:
-            return found
-        # in (version, id) order, newest first; a pack's entries hold a key group once
-        for pack in self._packs(
-            tx,
-            "WHERE p.op = ? AND p.committed = 1 AND p.version <= ? ORDER BY p.version DESC, "
-            "p.id DESC",
-            (op_id, as_of),
-        ):
-            for e in pack.entries:
-                if e.key_group in wanted and e.key_group not in found:
-                    found[e.key_group] = (pack.id + e.offset, pack.version, pack.attempt, e.parent)
-            if len(found) == len(wanted):
+        # newest first, a page of packs at a time: a key group written recently stops the
+        # walk early (a pack's entries hold a key group once)
+        after: tuple[int, int] | None = None
+        while len(found) < len(wanted):
+            where = "WHERE p.op = ? AND p.committed = 1 AND p.version <= ?"
+            params: list[Any] = [op_id, as_of]
+            if after is not None:
+                where += " AND (p.version < ? OR (p.version = ? AND p.id < ?))"
+                params += [after[0], after[0], after[1]]
+            page = self._packs(
+                tx, f"{where} ORDER BY p.version DESC, p.id DESC LIMIT {_PACK_PAGE}", params
+            )
+            for pack in page:
+                for e in pack.entries:
+                    if e.key_group in wanted and e.key_group not in found:
+                        found[e.key_group] = (
+                            pack.id + e.offset,
+                            pack.version,
+                            pack.attempt,
+                            e.parent,
+                        )
+            if len(page) < _PACK_PAGE:
                 break
+            after = (page[-1].version, page[-1].id)
         return found
 
     def _heads_tx(
