@@ -589,3 +589,33 @@ def test_changed_heads_are_detected(url: str) -> None:
         op.job.commit(4, [inst.save(4)])
     assert "'j'" in str(err.value) and "'o'" in str(err.value)
     storage.close()
+
+
+def test_a_store_of_rows_per_write_is_packed_with_its_ids(url: str) -> None:
+    """A store that keeps a row per write (schema version 6), on either dialect, opens as
+    version 7: each write a pack of its own with its id, the state as it was, and new packs
+    numbered above every old id."""
+    storage, _, _ = history(url)
+    backend: Any = storage.backend
+    before = [(w.id, w.key_group, w.version, w.digest) for w in catalog(storage)]
+
+    def to_legacy(tx: Any) -> None:
+        unpack_to_legacy(tx)
+        tx.execute("UPDATE ckpt_meta SET value = '6' WHERE name = 'schema_version'")
+
+    backend._run("test", to_legacy)
+    storage.close()
+    assert restore(url) == ("ACC-3", [1, 2, 3])
+    assert restore(url, 1) == ("ACC-1", [1])
+    storage = osp.open_storage(url)
+    found = catalog(storage)
+    assert [(w.id, w.key_group, w.version, w.digest) for w in found] == before
+    assert all(w.pack == w.id for w in found)
+    job = storage.job("j")
+    inst = job.operator("o").instance(0, 1)
+    inst.space_for_key(KEY).get_value("account").value = "ACC-4"
+    receipt = inst.save(4)
+    assert job.commit(4, [receipt]) is True
+    assert min(wid for _, wid in receipt.writes) > max(w.id for w in found)
+    storage.close()
+    assert restore(url) == ("ACC-4", [1, 2, 3])
