@@ -14,10 +14,13 @@ from collections.abc import (
     MutableMapping,
     ValuesView,
 )
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
+import msgpack
 from sortedcontainers.sorteddict import SortedItemsView, SortedKeysView, SortedValuesView
 
+from objectspace.collections._impl import emit_rows
 from objectspace.collections.base import (
     ENTRY_MARK,
     MARK_BYTE,
@@ -53,6 +56,8 @@ if TYPE_CHECKING:
 
 _MISSING: Any = object()
 _NO_NUMBERS: dict[Any, int] = {}
+# A row's start for the first insertion numbers: the mark and the number (msgpack uint).
+_ENTRY_PREFIXES = tuple(ENTRY_MARK + msgpack.packb(n) for n in range(1024))
 
 
 def _no_deletion(view: object, index: object) -> None:
@@ -190,6 +195,26 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         """The insertion numbers of the keys, in the dict's order."""
         return itertools.repeat(0, len(self._data))
 
+    def _plain_rows(self, out: Emitter, slots: AbstractSet[Any], plain: frozenset[type]) -> bool:
+        """The rows of ``slots`` when no live key is held under another spelling (each slot
+        is its key), in one C call (``emit_rows``). ``False`` when a key or value needs the
+        general way after all (an int beyond 64 bits): the caller writes the rows again."""
+        return emit_rows(
+            out.table(self._t_items),
+            slots,
+            self._data,
+            self._numbers(),
+            out.key_dumps,
+            out.dumps,
+            out.pack_uint,
+            plain,
+            _ENTRY_PREFIXES,
+            ENTRY_MARK,
+            DELETED,
+            out.encode_key,
+            UNENCODABLE,
+        )
+
     def _emit_rows(self, out: Emitter, page: Page, whole: bool, plain: frozenset[type]) -> None:
         """Write the rows; keys of a type in ``plain`` are encoded by ``out.key_dumps`` (the
         bytes of ``encode_key``, one C call), the others by ``out.encode_key``."""
@@ -220,19 +245,8 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         if page.cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
-        if not page.cleared and self._plain_keys():
-            # No key held under another spelling (the common case): each slot is its key.
-            for slot in page.slots:
-                if slot in data:
-                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
-                    rows[row] = ENTRY_MARK + pack_uint(number(slot, 0)) + dumps(data[slot])
-                else:
-                    try:
-                        row = encode_key(slot)[0]
-                    except UNENCODABLE:
-                        continue  # a key that cannot be encoded was never stored
-                    rows[row] = DELETED
-            return
+        if not page.cleared and self._plain_keys() and self._plain_rows(out, page.slots, plain):
+            return  # no key held under another spelling (the common case)
         held = self._held
         for slot in page.slots:
             if slot in data:

@@ -8,31 +8,20 @@ from collections.abc import (
     Iterable,
     Iterator,
 )
-from collections.abc import (
-    Set as AbstractSet,
-)
 from typing import TYPE_CHECKING, Any
 
-import msgpack
-
 from objectspace.collections.base import (
-    ENTRY_MARK,
-    UNENCODABLE,
     Emitter,
     Page,
 )
 from objectspace.serialization import PLAIN_KEY_TYPES
-from objectspace.tables import DELETED, StateReader, TableChanges
+from objectspace.tables import StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 from objectspace.collections._dictbase import _MISSING, _DictBase
-from objectspace.collections._impl import emit_rows
 
 __all__ = ["PersistedDict"]
-
-# A row's start for the first insertion numbers: the mark and the number (msgpack uint).
-_ENTRY_PREFIXES = tuple(ENTRY_MARK + msgpack.packb(n) for n in range(1024))
 
 
 class PersistedDict(_DictBase):
@@ -111,7 +100,7 @@ class PersistedDict(_DictBase):
                 if slot not in data:
                     order.pop(slot, None)
                     spell.pop(slot, None)
-        if self._spell or not self._emit_plain(out, slots):
+        if self._spell or not self._plain_rows(out, slots, PLAIN_KEY_TYPES):
             super()._emit(out, page, False)
         return page
 
@@ -153,34 +142,9 @@ class PersistedDict(_DictBase):
                     if slot not in data:
                         self._order.pop(slot, None)
                         self._spell.pop(slot, None)
-            if not self._spell and self._emit_plain(out, slots):
+            if not self._spell and self._plain_rows(out, slots, PLAIN_KEY_TYPES):
                 return
         super()._emit(out, page, whole)
-
-    def _emit_plain(self, out: Emitter, slots: AbstractSet[Any]) -> bool:
-        """The rows of a page without a clear, every live key plain (no spelling): what
-        ``_emit_rows`` writes, in one frame (the common differential save). ``False``
-        when a key needs ``encode_key`` after all (an int beyond 64 bits): the caller
-        writes the rows again the general way."""
-        name = self._t_items
-        changes = out.changes.get(name)
-        if changes is None:
-            changes = out.changes[name] = TableChanges()
-        return emit_rows(
-            changes.rows,
-            slots,
-            self._data,
-            self._order,
-            out.key_dumps,
-            out.dumps,
-            out.pack_uint,
-            PLAIN_KEY_TYPES,
-            _ENTRY_PREFIXES,
-            ENTRY_MARK,
-            DELETED,
-            out.encode_key,
-            UNENCODABLE,
-        )
 
     def _held(self, slot: Any) -> Any:
         # Every live key was noted by _number (here or at an earlier save) or at load,

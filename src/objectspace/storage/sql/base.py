@@ -216,35 +216,35 @@ class SQLBackend(SegmentQueries):
     def _fill_heads(self, tx: Tx) -> None:
         """Find the heads from the committed writes (a store of schema version 4 or older):
         per operator and key group, the newest committed write in (version, id) order."""
-        heads: dict[int, dict[int, Head]] = {}
-        for op, group, wid, version, compaction, parent in tx.all(
+        rows = tx.all(
             "SELECT w.op, w.key_group, w.id, w.version, "
             "CASE WHEN w.attempt = ? THEN 1 ELSE 0 END, w.parent FROM ckpt_writes w "
             "WHERE w.committed = 1 AND NOT EXISTS (SELECT 1 FROM ckpt_writes n "
             "WHERE n.op = w.op AND n.key_group = w.key_group AND n.committed = 1 AND "
             "(n.version > w.version OR (n.version = w.version AND n.id > w.id)))",
             (COMPACTION,),
-        ):
-            heads.setdefault(int(op), {})[int(group)] = Head(
-                int(wid), int(version), bool(compaction), None if parent is None else int(parent)
-            )
+        )
         tx.execute("DELETE FROM ckpt_head_chunks")
-        for op, found in sorted(heads.items()):
-            self._store_heads(tx, op, found)
+        self._store_head_rows(tx, rows)
 
     def _pack_heads(self, tx: Tx) -> None:
         """Pack the rows of ``ckpt_heads`` (schema versions 5 and 6) into chunks, and drop
         the table."""
+        self._store_head_rows(
+            tx, tx.all("SELECT op, key_group, head, version, compaction, parent FROM ckpt_heads")
+        )
+        tx.execute("DROP TABLE ckpt_heads")
+
+    def _store_head_rows(self, tx: Tx, rows: Sequence[Sequence[Any]]) -> None:
+        """Store heads given as rows ``(op, key group, write, version, compaction,
+        parent)``, in chunks."""
         heads: dict[int, dict[int, Head]] = {}
-        for op, group, wid, version, compaction, parent in tx.all(
-            "SELECT op, key_group, head, version, compaction, parent FROM ckpt_heads"
-        ):
+        for op, group, wid, version, compaction, parent in rows:
             heads.setdefault(int(op), {})[int(group)] = Head(
                 int(wid), int(version), bool(compaction), None if parent is None else int(parent)
             )
         for op, found in sorted(heads.items()):
             self._store_heads(tx, op, found)
-        tx.execute("DROP TABLE ckpt_heads")
 
     @staticmethod
     def _store_heads(tx: Tx, op_id: int, heads: Mapping[int, Head]) -> None:
