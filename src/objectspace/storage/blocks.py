@@ -130,6 +130,24 @@ class Dictionary:
         object.__setattr__(self, "key", xxhash.xxh64_intdigest(self.data))
 
 
+def _strategy(level: int) -> int:
+    """zstd's match finder for ``level``, at least the lazy one.
+
+    Below it (levels 1 to 5), zstd codes a block's literals of 1 KiB or less with the
+    previous block's Huffman table whenever that table is valid, without comparing it with
+    a table of their own (``preferRepeat`` in ``ZSTD_compressLiterals``); a trained
+    dictionary's table is valid from the frame's first block. The top byte plane of a
+    column of uniform floats (5 bits of entropy in 8) then cost 681 bytes for 770 floats
+    where a table of its own costs 506: the throughput workload's differential blocks were
+    2% larger with the operator's trained dictionary than without (5,583 against 5,454
+    bytes). The lazy strategy compares the two tables, and finds matches at least as
+    well: 5,395 bytes, and 153 against 154 for the Buffer workload's small blocks, in the
+    same time."""
+    return max(
+        zstandard.ZstdCompressionParameters.from_level(level).strategy, zstandard.STRATEGY_LAZY
+    )
+
+
 def _compressor(level: int, dictionary: Dictionary | None = None) -> Any:
     cache = getattr(_local, "compressors", None)
     if cache is None:
@@ -143,6 +161,7 @@ def _compressor(level: int, dictionary: Dictionary | None = None) -> Any:
             dict_data=_dictionary() if dictionary is None else _zdict(dictionary.data),
             compression_params=zstandard.ZstdCompressionParameters.from_level(
                 level,
+                strategy=_strategy(level),
                 format=zstandard.FORMAT_ZSTD1_MAGICLESS,
                 write_checksum=0,
                 write_dict_id=0,
