@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -477,6 +478,11 @@ FLOAT_SETS = {
     "nan": [1.0, math.nan] * 350,
     "subnormal": [5e-324, 1e-310, 0.0] * 200,
     "huge": [1e300, 3.0] * 350,
+    # a fraction beside a number whose scaling to the fraction's binary point overflows
+    "huge and a half": [1e300, 0.5] * 350,
+    "largest and a quarter": [sys.float_info.max, 0.25] * 350,
+    "2**56 and a half": [2.0**56, 0.5] * 350,
+    "tiny and huge": [2.0**-1074, 2.0**55] * 350,
     "mixed binades": [1e-9, 1e9] * 350,
     "few": [0.5, 0.75],
     "zeros": [0.0] * 10,

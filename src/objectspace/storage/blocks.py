@@ -402,6 +402,10 @@ def _fixed_point(planes: bytes, count: int) -> tuple[int, bytes] | None:
     if not all(map(math.isfinite, floats)):
         return None
     largest = max(floats, default=0.0)
+    if largest >= 2.0**56:
+        # k = x * 2**s >= x needs more than 7 bytes, whatever s >= 0; and scaling a float
+        # near the top of the range (1e300 * 2**53) would overflow
+        return None
     # the smallest shift that makes every number an integer (integral at s: at s + 1 too),
     # given up once the largest number would need more than 7 bytes
     if _integral(floats, 0):
