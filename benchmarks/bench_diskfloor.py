@@ -17,7 +17,8 @@ Two parts, each variant on its own fresh loop-mounted ext4 volume (``benchmarks/
    ``sqlite:///`` and on ``file://`` segments with a SQLite catalog; where ``sqlite:///``'s
    WAL pages go, per table and index.
 3. **The throughput workload on storage** (10,000 keys x 10 events, 20 checkpoints),
-   with and without ``CompactionPolicy.full_when_smaller``.
+   with and without ``CompactionPolicy.full_when_smaller``; the segment catalog alone on
+   its volume after 0, 1, 5 and 20 checkpoints.
 4. **Catalog layouts**, emulated on raw SQLite: today's rows per key group against one
    row per instance and checkpoint.
 
@@ -185,11 +186,16 @@ def buffer_workload(
         storage.close()
 
 
-def _url(backend: str, folder: str) -> str:
+NO_FSYNC = "file:// segments, fsync=0"
+
+
+def _url(backend: str, folder: str, catalog_folder: str | None = None) -> str:
     if backend == "sqlite:///":
         return f"sqlite:///{folder}/state.db"
-    catalog = urllib.parse.urlencode({"catalog": f"sqlite:///{folder}/catalog.db"})
-    return f"file://{folder}/segments?{catalog}"
+    options = {"catalog": f"sqlite:///{catalog_folder or folder}/catalog.db"}
+    if backend == NO_FSYNC:
+        options["fsync"] = "0"
+    return f"file://{folder}/segments?{urllib.parse.urlencode(options)}"
 
 
 def catalog_layout(packed: bool, block: int) -> Callable[[str, int], None]:
@@ -330,8 +336,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     checkpoints = commits
     rows = []
-    for backend in ("sqlite:///", "file:// segments"):
+    for backend in ("sqlite:///", "file:// segments", NO_FSYNC):
         for parallelism, staged in ((4, False), (1, False), (4, True)):
+            if backend == NO_FSYNC and not staged:
+                continue
             with volume() as vol:
                 logical = buffer_workload(
                     _url(backend, vol.path),
@@ -496,6 +504,27 @@ def main(argv: Sequence[str] | None = None) -> None:
                 ]
             )
             print(rows[-1], flush=True)
+    # The segment catalog alone on its volume (segment files elsewhere): what a SQLite
+    # catalog costs at the disk before any checkpoint, and per checkpoint.
+    rows = []
+    for count in (0, 1, 5, 20) if not args.quick else (0, 1, 5):
+        with tempfile.TemporaryDirectory() as elsewhere, volume() as vol:
+            buffer_workload(
+                _url("file:// segments", elsewhere, vol.path),
+                4,
+                count,
+                stage_bytes=STAGE_BYTES,
+                keys=THROUGHPUT_KEYS,
+                events=THROUGHPUT_EVENTS,
+                policy=CompactionPolicy(full_when_smaller=True),
+            )
+            size = tree_size(vol.path)
+        rows.append([f"{count}", fmt_bytes(vol.written), fmt_bytes(size)])
+        print(rows[-1], flush=True)
+    catalog_alone = print_table(
+        ["checkpoints (throughput workload)", "the catalog's bytes at the disk", "its file at end"],
+        rows,
+    )
     throughput = print_table(
         [
             "storage",
@@ -561,7 +590,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "its own segment file, and the commit is one more catalog transaction; "
                     "or (staged) the saves store nothing and the commit stores their blocks "
                     "in its own transaction (segment storage: in one segment file), as "
-                    "`StatefulRunner(inline_state_bytes=...)` does by default.",
+                    "`StatefulRunner(inline_state_bytes=...)` does by default. Segment "
+                    "files are synced to the disk (file and folder) before the catalog "
+                    "records them; `fsync=0` in the URL skips that, and then a power "
+                    "failure can leave a committed checkpoint naming a segment that never "
+                    "reached the disk.",
                     storage,
                     "Where `sqlite:///`'s WAL pages go: the same workload with the WAL kept "
                     "to the end (it is copied back only when the storage closes), each frame "
@@ -597,6 +630,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "key group whole (empty lists), which restarts the chains, and no "
                     "compaction rewrites the regrown buffers later.",
                     throughput,
+                    "The segment catalog alone on its own volume (the segment files "
+                    "elsewhere), the throughput workload: a new SQLite catalog costs about "
+                    "0.3 MB at the disk before its first checkpoint (its file, WAL and "
+                    "shared-memory index created, the tables' pages written to the WAL and "
+                    "copied back, each file's inode, folder and bitmap blocks through the "
+                    "ext4 journal, and the WAL deleted on close), then ~11 kB per "
+                    "checkpoint (20 WAL pages of 512 bytes and their copy). In `bench_spark` "
+                    "the catalog adds 0.52 to 0.57 MB to the throughput run's 13.66 MB "
+                    "(measured with the catalog on another volume).",
+                    catalog_alone,
                     f"**The catalog's layout**, emulated on raw SQLite (the settings of "
                     f"`sqlite:///`, one transaction per checkpoint, {checkpoints} "
                     f"checkpoints of {KEY_GROUPS} random blocks of {block} bytes, the "

@@ -111,6 +111,10 @@ CASES: list[tuple[str, Call, type[BaseException], str]] = [
      lambda e: osp.open_storage(
          segment_url(f"file://{e.tmp}/seg", f"sqlite:///{e.tmp}/cat.db", level="max")),
      osp.StorageError, "level"),
+    ("segment URL with a bad fsync",
+     lambda e: osp.open_storage(
+         segment_url(f"file://{e.tmp}/seg", f"sqlite:///{e.tmp}/cat.db", fsync="sometimes")),
+     osp.StorageError, "fsync must be 1 or 0"),
     ("SQLiteStore path with NUL", lambda e: osp.SQLiteStore(f"{e.tmp}/a\x00b.db"),
      ValueError, "NUL"),
     ("SQLiteStore path None", lambda e: osp.SQLiteStore(None),  # type: ignore[arg-type]

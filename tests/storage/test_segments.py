@@ -399,34 +399,142 @@ def test_gc_collects_a_reserved_segment_never_registered(storage: osp.Storage) -
     assert contents(op)
 
 
-def test_segments_are_written_via_a_temporary_name(
+def test_segments_are_written_at_their_reserved_paths(
     storage: osp.Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each segment is written once, at the path reserved for it (no temporary name to
+    rename: on S3 a rename is a copy), and those are the files the catalog knows."""
     backend = seg(storage)
-    real = backend.fs
-    written: list[str] = []
-    moved: list[tuple[str, str]] = []
+    real_fs = backend.fs
+    reserved: list[str] = []
+    reserve = backend.catalog.reserve_segment
 
-    class Spy:
-        def pipe_file(self, path: str, data: bytes, **kw: Any) -> Any:
-            written.append(path)
-            return real.pipe_file(path, data, **kw)
+    def spy_reserve(path: str) -> Any:
+        reserved.append(f"{base_path(backend)}/{path}")
+        return reserve(path)
 
-        def mv(self, a: str, b: str, **kw: Any) -> Any:
-            moved.append((a, b))
-            return real.mv(a, b, **kw)
+    monkeypatch.setattr(backend.catalog, "reserve_segment", spy_reserve)
+    if not backend.local:
+        written: list[str] = []
 
-        def __getattr__(self, name: str) -> Any:
-            return getattr(real, name)
+        class Spy:
+            def pipe_file(self, path: str, data: bytes, **kw: Any) -> Any:
+                written.append(path)
+                return real_fs.pipe_file(path, data, **kw)
 
-    monkeypatch.setattr(backend, "_fs", Spy())
+            def mv(self, a: str, b: str, **kw: Any) -> Any:
+                raise AssertionError(f"segment {a!r} moved to {b!r}")
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real_fs, name)
+
+        monkeypatch.setattr(backend, "_fs", Spy())
     op = history(storage, checkpoints=2, parallelism=2)
     op.job.compact()
-    assert written and all(p.endswith(".tmp") for p in written)
-    assert moved == [(p, p[: -len(".tmp")]) for p in written]
-    on_disk = files(backend)
-    assert not [p for p in on_disk if p.endswith(".tmp")]
-    assert on_disk == {b for _, b in moved}
+    monkeypatch.undo()
+    assert len(reserved) == len(set(reserved)) >= 5
+    if not backend.local:
+        assert written == reserved
+    assert files(backend) == set(reserved)
+    assert backend.referenced_segments() <= set(reserved)
+
+
+def _fd_path(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("fsync", [None, "1", "0"])
+def test_local_segments_reach_the_disk_before_the_catalog_records_them(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, fsync: str | None
+) -> None:
+    """On a local filesystem each new segment file, and the folder that names it, is
+    synced before the catalog transaction that records it (so a power failure cannot
+    leave a committed checkpoint whose blocks never reached the disk); ``fsync=0`` skips
+    the sync, and the URL keeps the choice."""
+    options = {} if fsync is None else {"fsync": fsync}
+    url = segment_url(f"file://{tmp_path}/segments", f"sqlite:///{tmp_path}/catalog.db", **options)
+    storage = osp.open_storage(url)
+    backend = seg(storage)
+    assert backend.fsync is (fsync != "0")
+    assert ("fsync=0" in backend.url) is (fsync == "0")
+    assert pickle.loads(pickle.dumps(backend)).fsync is backend.fsync
+    events: list[tuple[str, str]] = []
+    real_fsync = os.fsync
+
+    def spy_fsync(fd: int) -> None:
+        events.append(("fsync", _fd_path(fd)))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy_fsync)
+    for name in ("register_segment", "commit"):
+        real = getattr(backend.catalog, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            events.append((_name, ""))
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(backend.catalog, name, spy)
+    try:
+        history(storage, checkpoints=2, parallelism=2)  # saves: one segment per instance
+        job = storage.job("j")
+        op = job.operator("o", max_key_groups=MAX_KG)
+        insts = [op.instance(i, 2) for i in range(2)]
+        for inst in insts:
+            fill(inst, 3)
+        # staged saves: the commit writes one segment for both instances
+        receipts = [inst.save(3, stage_bytes=1 << 20) for inst in insts]
+        assert job.commit(3, receipts) is True
+    finally:
+        monkeypatch.undo()
+        storage.close()
+    segments = sorted(p for p in files_under(tmp_path / "segments") if p.endswith(".seg"))
+    assert len(segments) == 5
+    synced = [path for what, path in events if what == "fsync"]
+    if fsync == "0":
+        assert not [p for p in synced if p.startswith(str(tmp_path / "segments"))]
+        return
+    for path in segments:
+        assert path in synced, f"{path} was not synced"
+        synced_at = next(i for i, (w, p) in enumerate(events) if w == "fsync" and p == path)
+        folder_at = next(
+            i
+            for i, (w, p) in enumerate(events)
+            if w == "fsync" and p == os.path.dirname(path) and i > synced_at
+        )
+        recorded_at = next(i for i, (w, _) in enumerate(events) if w != "fsync" and i > synced_at)
+        assert synced_at < folder_at < recorded_at
+    # the folders made for the job and the operator were synced into their parents
+    assert str(tmp_path / "segments") in synced and str(tmp_path / "segments" / "j") in synced
+
+
+def files_under(root: Any) -> list[str]:
+    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+
+
+def test_a_file_at_a_reserved_path_is_never_replaced(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments are immutable: should a file already be where a new segment goes, the
+    save fails with a StorageError naming it, the file is left as it was and the
+    committed state is unchanged."""
+    storage = osp.open_storage(_file_url(tmp_path))
+    try:
+        backend = seg(storage)
+        op = history(storage, checkpoints=1)
+        before = contents(op)
+        taken = "j/o/000000000002-taken-00000000.seg"
+        monkeypatch.setattr(backend, "_path", lambda *a: taken)
+        target = tmp_path / "segments" / taken
+        target.write_bytes(b"someone else's file")
+        inst = op.instance(0, 1)
+        fill(inst, 2)
+        with pytest.raises(osp.StorageError, match=r"cannot write segment .*taken"):
+            inst.save(2)
+        assert target.read_bytes() == b"someone else's file"
+        assert contents(op) == before
+    finally:
+        storage.close()
 
 
 def test_a_segment_written_after_its_reservation_was_collected_is_not_left_forever(
