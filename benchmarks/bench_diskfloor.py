@@ -504,9 +504,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                 ]
             )
             print(rows[-1], flush=True)
+    throughput = print_table(
+        [
+            "storage",
+            "full_when_smaller",
+            "full writes",
+            "logical bytes",
+            "bytes at the disk",
+            "files at end",
+        ],
+        rows,
+    )
     # The segment catalog alone on its volume (segment files elsewhere): what a SQLite
     # catalog costs at the disk before any checkpoint, and per checkpoint.
-    rows = []
+    alone = []
     for count in (0, 1, 5, 20) if not args.quick else (0, 1, 5):
         with tempfile.TemporaryDirectory() as elsewhere, volume() as vol:
             buffer_workload(
@@ -519,22 +530,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 policy=CompactionPolicy(full_when_smaller=True),
             )
             size = tree_size(vol.path)
-        rows.append([f"{count}", fmt_bytes(vol.written), fmt_bytes(size)])
-        print(rows[-1], flush=True)
+        alone.append([f"{count}", fmt_bytes(vol.written), fmt_bytes(size)])
+        print(alone[-1], flush=True)
     catalog_alone = print_table(
         ["checkpoints (throughput workload)", "the catalog's bytes at the disk", "its file at end"],
-        rows,
-    )
-    throughput = print_table(
-        [
-            "storage",
-            "full_when_smaller",
-            "full writes",
-            "logical bytes",
-            "bytes at the disk",
-            "files at end",
-        ],
-        rows,
+        alone,
     )
     # The catalog's layout, emulated on raw SQLite with the Buffer workload's block sizes.
     block = round(staged_logical / (checkpoints * KEY_GROUPS))
@@ -631,14 +631,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "compaction rewrites the regrown buffers later.",
                     throughput,
                     "The segment catalog alone on its own volume (the segment files "
-                    "elsewhere), the throughput workload: a new SQLite catalog costs about "
-                    "0.3 MB at the disk before its first checkpoint (its file, WAL and "
-                    "shared-memory index created, the tables' pages written to the WAL and "
-                    "copied back, each file's inode, folder and bitmap blocks through the "
-                    "ext4 journal, and the WAL deleted on close), then ~11 kB per "
-                    "checkpoint (20 WAL pages of 512 bytes and their copy). In `bench_spark` "
-                    "the catalog adds 0.52 to 0.57 MB to the throughput run's 13.66 MB "
-                    "(measured with the catalog on another volume).",
+                    "elsewhere), the throughput workload: a new SQLite catalog costs a "
+                    "quarter of a megabyte at the disk before its first checkpoint (its "
+                    "file, WAL and shared-memory index created, the tables' pages written to "
+                    "the WAL and copied back, each file's inode, folder and bitmap blocks "
+                    "through the ext4 journal and written again in place, the WAL deleted "
+                    "on close), then ~13 kB per checkpoint (20 WAL pages of 512 bytes, "
+                    "their copy back, the journal).",
                     catalog_alone,
                     f"**The catalog's layout**, emulated on raw SQLite (the settings of "
                     f"`sqlite:///`, one transaction per checkpoint, {checkpoints} "

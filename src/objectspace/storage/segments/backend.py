@@ -23,7 +23,7 @@ or operating-system crash can lose the newest checkpoints (those whose catalog c
 not reached the disk: see the SQLite catalog's ``synchronous``), never leave a committed
 checkpoint whose blocks did not: each segment file is on the disk before the catalog
 records it, whatever order the operating system writes its cache back in. That sync costs
-a file-system journal commit per segment file, ~32 kB at the disk on ext4 (bench_diskfloor);
+a file-system journal commit per segment file, 33 to 48 kB at the disk on ext4 (BENCHMARKS.md);
 ``fsync=0`` saves it, and then a power failure can leave the newest committed checkpoint
 naming a segment that never reached the disk (restoring it raises
 :class:`~objectspace.CorruptStateError`). Object stores (S3) keep a file once its upload
