@@ -445,13 +445,14 @@ def _fd_path(fd: int) -> str:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 @pytest.mark.parametrize("fsync", [None, "1", "0"])
-def test_local_segments_reach_the_disk_before_the_catalog_records_them(
+def test_local_segments_reach_the_disk_before_the_catalog_makes_them_visible(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, fsync: str | None
 ) -> None:
-    """On a local filesystem each new segment file, and the folder that names it, is
-    synced before the catalog transaction that records it (so a power failure cannot
-    leave a committed checkpoint whose blocks never reached the disk); ``fsync=0`` skips
-    the sync, and the URL keeps the choice."""
+    """On a local filesystem every segment file, and the folder that names it, is synced
+    before the catalog transaction that makes its blocks visible (so a power failure cannot
+    leave a committed checkpoint whose blocks never reached the disk): instances' saves
+    together, by the commit (not one sync each); a commit's staged segment as it is
+    written. ``fsync=0`` skips the syncs, and the URL keeps the choice."""
     options = {} if fsync is None else {"fsync": fsync}
     url = segment_url(f"file://{tmp_path}/segments", f"sqlite:///{tmp_path}/catalog.db", **options)
     storage = osp.open_storage(url)
@@ -459,7 +460,8 @@ def test_local_segments_reach_the_disk_before_the_catalog_records_them(
     assert backend.fsync is (fsync != "0")
     assert ("fsync=0" in backend.url) is (fsync == "0")
     assert pickle.loads(pickle.dumps(backend)).fsync is backend.fsync
-    events: list[tuple[str, str]] = []
+    base = str(tmp_path / "segments")
+    events: list[tuple[str, Any]] = []
     real_fsync = os.fsync
 
     def spy_fsync(fd: int) -> None:
@@ -467,14 +469,19 @@ def test_local_segments_reach_the_disk_before_the_catalog_records_them(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", spy_fsync)
-    for name in ("register_segment", "commit"):
-        real = getattr(backend.catalog, name)
+    register, commit = backend.catalog.register_segment, backend.catalog.commit
 
-        def spy(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-            events.append((_name, ""))
-            return _real(*args, **kw)
+    def spy_register(*args: Any, **kw: Any) -> Any:
+        events.append(("register", f"{base}/{args[4][1]}"))
+        return register(*args, **kw)
 
-        monkeypatch.setattr(backend.catalog, name, spy)
+    def spy_commit(*args: Any, **kw: Any) -> Any:
+        placed = {f"{base}/{p[0][1]}" for p in (kw.get("segments") or {}).values()}
+        events.append(("commit", placed))
+        return commit(*args, **kw)
+
+    monkeypatch.setattr(backend.catalog, "register_segment", spy_register)
+    monkeypatch.setattr(backend.catalog, "commit", spy_commit)
     try:
         history(storage, checkpoints=2, parallelism=2)  # saves: one segment per instance
         job = storage.job("j")
@@ -490,22 +497,51 @@ def test_local_segments_reach_the_disk_before_the_catalog_records_them(
         storage.close()
     segments = sorted(p for p in files_under(tmp_path / "segments") if p.endswith(".seg"))
     assert len(segments) == 5
-    synced = [path for what, path in events if what == "fsync"]
+    commits = [i for i, (what, _) in enumerate(events) if what == "commit"]
+    assert len(commits) == 3
     if fsync == "0":
-        assert not [p for p in synced if p.startswith(str(tmp_path / "segments"))]
+        assert not [p for what, p in events if what == "fsync" and p.startswith(base)]
         return
-    for path in segments:
-        assert path in synced, f"{path} was not synced"
-        synced_at = next(i for i, (w, p) in enumerate(events) if w == "fsync" and p == path)
-        folder_at = next(
-            i
-            for i, (w, p) in enumerate(events)
-            if w == "fsync" and p == os.path.dirname(path) and i > synced_at
-        )
-        recorded_at = next(i for i, (w, _) in enumerate(events) if w != "fsync" and i > synced_at)
-        assert synced_at < folder_at < recorded_at
+    registered: list[str] = []
+    for i, (what, detail) in enumerate(events):
+        if what == "register":
+            registered.append(detail)
+            # a save's own segment is not synced by the save: the commit syncs them together
+            assert ("fsync", detail) not in events[:i]
+        if what == "commit":
+            synced = [p for w, p in events[:i] if w == "fsync"]
+            visible = set(registered) | detail
+            for path in visible:
+                assert path in synced, f"{path} not synced before the commit"
+                assert os.path.dirname(path) in synced[synced.index(path) :]
+            registered.clear()
+    # each commit of two saves synced their two files with one pass (no sync in between)
+    assert all(("fsync", p) in events for p in segments)
     # the folders made for the job and the operator were synced into their parents
-    assert str(tmp_path / "segments") in synced and str(tmp_path / "segments" / "j") in synced
+    synced_all = [p for w, p in events if w == "fsync"]
+    assert base in synced_all and f"{base}/j" in synced_all
+
+
+def test_a_commit_whose_segment_cannot_be_synced_commits_nothing(tmp_path: Any) -> None:
+    """The commit syncs the files of the saves it makes visible: one that is gone (or cannot
+    be synced) fails the commit with a StorageError naming it, before anything is
+    committed."""
+    storage = osp.open_storage(_file_url(tmp_path))
+    try:
+        op = history(storage, checkpoints=1)
+        before = contents(op)
+        inst = op.instance(0, 1)
+        fill(inst, 2)
+        receipt = inst.save(2)
+        for path in files_under(tmp_path / "segments"):
+            if "/000000000002-" in path:
+                os.remove(path)
+        with pytest.raises(osp.StorageError, match="cannot sync segment .*000000000002-"):
+            op.job.commit(2, [receipt])
+        assert storage.job("j").last_checkpoint() == 1
+        assert contents(op) == before
+    finally:
+        storage.close()
 
 
 def files_under(root: Any) -> list[str]:
@@ -548,11 +584,11 @@ def test_a_segment_written_after_its_reservation_was_collected_is_not_left_forev
     op = history(storage, checkpoints=1)
     publish = backend._publish
 
-    def slow_publish(path: str, blocks: Any) -> Any:
+    def slow_publish(path: str, blocks: Any, **kw: Any) -> Any:
         later = time.time() + 601
         backend.gc(grace_seconds=600, now=later)  # stamps the fresh reservation
         backend.gc(grace_seconds=600, now=later + 601)  # and collects it
-        return publish(path, blocks)
+        return publish(path, blocks, **kw)
 
     monkeypatch.setattr(backend, "_publish", slow_publish)
     inst = op.instance(0, 1)

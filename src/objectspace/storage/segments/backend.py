@@ -11,10 +11,12 @@ A segment's life:
 
 1. its path is recorded in the catalog (so no file can exist that the catalog does not
    know of); the path is new (a random part), and a file already there is never replaced;
-2. it is written at that path; on a local filesystem it is then synced to the disk, file
-   and folder (``fsync``), unless the URL says ``fsync=0``. Readers find a segment only
-   through the catalog, so none sees a partial file: one that a crash cuts short stays
-   reserved and unreferenced, and the GC deletes it;
+2. it is written at that path; on a local filesystem it is synced to the disk, file and
+   folder (``fsync``), before the catalog makes its blocks visible, unless the URL says
+   ``fsync=0``: a commit's own segment (staged writes) as it is written, the segments of
+   instances' saves (pending writes) together by the commit that makes them visible.
+   Readers find a segment only through the catalog, so none sees a partial file: one
+   that a crash cuts short stays reserved and unreferenced, and the GC deletes it;
 3. one catalog transaction records its blocks as pending writes; the checkpoint commit
    makes them visible.
 
@@ -50,6 +52,7 @@ file format is in :mod:`objectspace.storage.segments.codec`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import logging
 import os
@@ -261,9 +264,14 @@ class SegmentBackend(Backend):
         epoch: int = 0,
         staged: Sequence[StagedWrite] = (),
     ) -> bool:
-        """:meth:`Backend.commit`: staged writes are published first, one segment file per
-        operator (reserved in the catalog before it is written, so the GC collects it
-        should the commit fail), then recorded and committed in one catalog transaction."""
+        """:meth:`Backend.commit`: the segment files of ``write_ids`` (instances' saves,
+        written without a sync) are synced, together: one file-system journal commit for
+        all of them, where a sync per save paid one each. Then staged writes are published,
+        one segment file per operator (reserved in the catalog before it is written, so the
+        GC collects it should the commit fail), and recorded and committed in one catalog
+        transaction."""
+        if write_ids and self.fsync and self.local:
+            self._sync_segments(self.catalog.segments_of(write_ids), checkpoint_id)
         if not staged:
             return self.catalog.commit(job, checkpoint_id, base, write_ids, parallelism, epoch)
         by_operator: dict[str, list[StagedWrite]] = {}
@@ -436,7 +444,8 @@ class SegmentBackend(Backend):
         path = self._path(job, operator, version, attempt)
         segment_id = self.catalog.reserve_segment(path)
         full = self._full(path)
-        size, offsets = self._publish(full, [w.block for w in staged])
+        # pending writes, visible once committed: the commit syncs their file
+        size, offsets = self._publish(full, [w.block for w in staged], sync=False)
         entries = [
             (w.key_group, w.full, length, w.rows, offset, length, w.digest)
             for w, (offset, length) in zip(staged, offsets, strict=True)
@@ -464,6 +473,34 @@ class SegmentBackend(Backend):
         with contextlib.suppress(Exception):
             self.fs.rm_file(path)
 
+    def _sync_segments(self, paths: set[str], checkpoint_id: int) -> None:
+        """Sync the files ``paths`` (catalog paths) and their folders to the disk. Every
+        file's write-back is started first, so that their blocks are allocated in one
+        file-system transaction, which the first sync commits: the Buffer workload saved
+        by 4 instances wrote 9.62 MB at the disk syncing file after file, 5.98 MB so."""
+        fulls = [self._full(path) for path in sorted(paths)]
+        for full in fulls:
+            with contextlib.suppress(OSError):
+                _start_write_back(full)
+        folders = set()
+        for full in fulls:
+            try:
+                _fsync_path(full)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot sync segment {full!r} before committing checkpoint "
+                    f"{checkpoint_id}: {exc}"
+                ) from exc
+            folders.add(os.path.dirname(full))
+        for folder in sorted(folders):
+            try:
+                _fsync_path(folder)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot sync folder {folder!r} before committing checkpoint "
+                    f"{checkpoint_id}: {exc}"
+                ) from exc
+
     @property
     def local(self) -> bool:
         """Whether the segments are on a local filesystem (written and synced by the OS)."""
@@ -472,9 +509,13 @@ class SegmentBackend(Backend):
             {"file", "local"} & set(protocol if isinstance(protocol, tuple) else (protocol,))
         )
 
-    def _publish(self, path: str, blocks: Sequence[bytes]) -> tuple[int, list[tuple[int, int]]]:
+    def _publish(
+        self, path: str, blocks: Sequence[bytes], *, sync: bool = True
+    ) -> tuple[int, list[tuple[int, int]]]:
         """Write ``blocks`` as the new segment ``path`` (on a local filesystem: synced to
-        the disk unless ``fsync=0``); return its size and each block's (offset, length)."""
+        the disk, unless ``fsync=0`` or not ``sync``: the file of pending writes, which the
+        commit syncs); return its size and each block's (offset, length). A folder it
+        creates is synced into its parent unless ``fsync=0``."""
         offsets = []
         offset = len(MAGIC)
         for block in blocks:
@@ -483,7 +524,7 @@ class SegmentBackend(Backend):
         data = b"".join((MAGIC, *blocks))
         try:
             if self.local:
-                _write_new_file(path, data, self.fsync)
+                _write_new_file(path, data, sync and self.fsync, self.fsync)
             else:
                 fs = self.fs
                 fs.makedirs(os.path.dirname(path), exist_ok=True)
@@ -673,6 +714,34 @@ class SegmentBackend(Backend):
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
+def _libc_sync_file_range() -> Any:
+    """Linux's ``sync_file_range`` through ctypes, or ``None`` where there is none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _libc_sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _start_write_back(path: str) -> None:
+    """Start writing ``path``'s cached pages to the disk, without waiting (a hint: where
+    ``sync_file_range`` is missing, nothing)."""
+    if _SYNC_FILE_RANGE is None:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+    finally:
+        os.close(fd)
+
+
 def _fsync_path(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -698,11 +767,12 @@ def _make_folders(folder: str, sync: bool) -> None:
             _fsync_path(os.path.dirname(created))
 
 
-def _write_new_file(path: str, data: bytes, sync: bool) -> None:
+def _write_new_file(path: str, data: bytes, sync: bool, sync_folders: bool) -> None:
     """Create ``path`` (never replacing a file already there) holding ``data``; with
-    ``sync``, the file and then its folder are synced to the disk before this returns."""
+    ``sync``, the file and then its folder are synced to the disk before this returns; with
+    ``sync_folders``, each folder made for it is synced into its parent."""
     folder = os.path.dirname(path)
-    _make_folders(folder, sync)
+    _make_folders(folder, sync_folders)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         try:

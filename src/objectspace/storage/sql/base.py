@@ -1735,6 +1735,23 @@ class SQLBackend(SegmentQueries):
 
         return self._run("summarising writes", work, write=False)
 
+    def segments_of(self, write_ids: Sequence[int]) -> set[str]:
+        """Paths of the segment files that hold the blocks of ``write_ids``."""
+        ids = sorted(set(write_ids))
+
+        def work(tx: Tx) -> set[str]:
+            found = self._writes_by_id(tx, ids)
+            segments = sorted({p.segment for p, _ in found.values() if p.segment is not None})
+            paths: set[str] = set()
+            for chunk in _chunks(segments, 250):
+                rows = tx.all(
+                    f"SELECT path FROM ckpt_segments WHERE id IN ({_marks(len(chunk))})", chunk
+                )
+                paths.update(str(path) for (path,) in rows)
+            return paths
+
+        return self._run("finding the segments of writes", work, write=False)
+
     def writes_committed(self, write_ids: Sequence[int]) -> bool:
         """Whether every one of ``write_ids`` exists and is committed."""
         ids = sorted(set(write_ids))

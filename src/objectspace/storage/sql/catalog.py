@@ -129,6 +129,11 @@ class SegmentCatalog(Backend):
         per catalog (marked in ``ckpt_meta``); returns how many paths changed."""
 
     @abstractmethod
+    def segments_of(self, write_ids: Sequence[int]) -> set[str]:
+        """Paths of the segment files that hold the blocks of ``write_ids`` (of those that
+        exist)."""
+
+    @abstractmethod
     def referenced_segments(self) -> set[str]:
         """Paths of segments that at least one write references."""
 
