@@ -536,7 +536,7 @@ def test_a_commit_whose_segment_cannot_be_synced_commits_nothing(tmp_path: Any) 
         for path in files_under(tmp_path / "segments"):
             if "/000000000002-" in path:
                 os.remove(path)
-        with pytest.raises(osp.StorageError, match="cannot sync segment .*000000000002-"):
+        with pytest.raises(osp.StorageError, match=r"cannot sync segment .*000000000002-"):
             op.job.commit(2, [receipt])
         assert storage.job("j").last_checkpoint() == 1
         assert contents(op) == before
