@@ -25,7 +25,7 @@ or operating-system crash can lose the newest checkpoints (those whose catalog c
 not reached the disk: see the SQLite catalog's ``synchronous``), never leave a committed
 checkpoint whose blocks did not: each segment file is on the disk before the catalog
 records it, whatever order the operating system writes its cache back in. That sync costs
-a file-system journal commit per segment file, 33 to 48 kB at the disk on ext4 (BENCHMARKS.md);
+a file-system journal commit per checkpoint, 33 to 48 kB at the disk on ext4 (BENCHMARKS.md);
 ``fsync=0`` saves it, and then a power failure can leave the newest committed checkpoint
 naming a segment that never reached the disk (restoring it raises
 :class:`~objectspace.CorruptStateError`). Object stores (S3) keep a file once its upload
@@ -383,9 +383,7 @@ class SegmentBackend(Backend):
         when it would leave the root, through ``..``, an absolute path or a symlink."""
         try:
             full = self._full(path)
-            fs = self.fs
-            protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-            if "file" in protocol or "local" in protocol:
+            if self.local:
                 root = os.path.realpath(self._base)
                 real = os.path.realpath(full)
                 if real == root or os.path.commonpath((root, real)) != root:
@@ -482,22 +480,13 @@ class SegmentBackend(Backend):
         for full in fulls:
             with contextlib.suppress(OSError):
                 _start_write_back(full)
-        folders = set()
-        for full in fulls:
+        folders = sorted({os.path.dirname(full) for full in fulls})
+        for what, path in [*(("segment", f) for f in fulls), *(("folder", f) for f in folders)]:
             try:
-                _fsync_path(full)
+                _fsync_path(path)
             except OSError as exc:
                 raise StorageError(
-                    f"cannot sync segment {full!r} before committing checkpoint "
-                    f"{checkpoint_id}: {exc}"
-                ) from exc
-            folders.add(os.path.dirname(full))
-        for folder in sorted(folders):
-            try:
-                _fsync_path(folder)
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot sync folder {folder!r} before committing checkpoint "
+                    f"cannot sync {what} {path!r} before committing checkpoint "
                     f"{checkpoint_id}: {exc}"
                 ) from exc
 
