@@ -51,6 +51,7 @@ test: $(DEV_STAMP) postgres-binaries lint typecheck
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.plots
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -25,9 +25,6 @@ SHIMS = {
     "objectspace.storage.memory": {"MemoryStore": "objectspace.stores"},
     "objectspace.storage.sqlite_backend": {"SQLiteBackend": "objectspace.storage.sqlite"},
     "objectspace.storage.postgres_backend": {"PostgresBackend": "objectspace.storage.postgresql"},
-    "objectspace.spark_state": {"read_state": "objectspace.spark"},
-    "objectspace.spark_demo": {"run_spark_demo": "objectspace.demo.spark"},
-    "objectspace.plots": {"draw_benchmarks": "objectspace.demo.plots"},
 }
 
 
@@ -47,7 +44,6 @@ def test_old_module_warns_and_reexports(old: str) -> None:
         ("objectspace.storage", "WriterStatus", "objectspace.tables"),
         ("objectspace.storage.sqlite", "SQLiteStore", "objectspace.stores"),
         ("objectspace.storage.sqlite", "connect_sqlite", "objectspace.storage.sql.sqlite_files"),
-        ("objectspace.inspection", "render_inspect", "objectspace.cli.render"),
     ],
 )
 def test_moved_name_warns_and_resolves(package: str, name: str, home: str) -> None:

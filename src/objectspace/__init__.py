@@ -61,15 +61,12 @@ from objectspace.space import ObjectSpace
 from objectspace.stores import MemoryStore, SQLiteStore, Store
 from objectspace.tables import CheckpointKind, StateReader, StateWriter, WriteStats
 
-CheckpointStats = WriteStats
-
 __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointConflictError",
     "CheckpointError",
     "CheckpointKind",
-    "CheckpointStats",
     "CompactionPolicy",
     "CorruptStateError",
     "Instance",

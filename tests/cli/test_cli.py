@@ -331,7 +331,7 @@ def snapshot(url: str, folder: Path | None = None) -> Any:
 
 # -- help, exit codes ------------------------------------------------------------------------------
 
-COMMANDS = ["inspect", "show", "diff", "export", "gc", "compact", "retain", "bench", "demo"]
+COMMANDS = ["inspect", "show", "diff", "export", "gc", "compact", "retain", "demo"]
 
 
 def test_help_of_every_subcommand() -> None:
@@ -889,36 +889,6 @@ def test_corrupt_segment(file_store: str, tmp_path: Path) -> None:
     other = next(k for k in KEYS if KG8.key_group(k) != KG8.key_group(1))
     ok("show", file_store, *so, "--key", str(other))
     assert ok_json("inspect", file_store)["jobs"][0]["last_checkpoint"] == 2
-
-
-# -- bench -------------------------------------------------------------------------------------------
-
-_FAKE_BENCHMARKS = """
-import json, sys
-from pathlib import Path
-Path("args.txt").write_text(" ".join(sys.argv[1:]))
-if "--write" in sys.argv or "--quick" in sys.argv:
-    Path("benchmarks/results.json").write_text(json.dumps({"buffer": {"designs": [
-        {"name": "object space", "bytes_per_checkpoint": [41000, 40000, 39000], "wall_seconds": 1.9},
-        {"name": "baseline", "bytes_per_checkpoint": [400000, 400000, 400000], "wall_seconds": 0.6},
-    ]}}))
-"""
-
-
-def test_bench_runs_the_benchmarks_and_draws(tmp_path: Path) -> None:
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "__init__.py").write_text("")
-    (tmp_path / "benchmarks" / "__main__.py").write_text(_FAKE_BENCHMARKS)
-    out = ok("bench", cwd=tmp_path)
-    assert (tmp_path / "args.txt").read_text() == ""
-    assert "no benchmarks/results.json" in out and not (tmp_path / "docs").exists()
-    out = ok("bench", "--quick", cwd=tmp_path)
-    assert (tmp_path / "args.txt").read_text() == "--quick"
-    png = tmp_path / "docs" / "bench-buffer.png"
-    assert "drew docs/bench-buffer.png" in out
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    (tmp_path / "benchmarks" / "results.json").write_text("{not json")
-    assert "cannot read benchmark results" in fails("bench", "--plots-only", cwd=tmp_path)
 
 
 def test_helpers_in_process() -> None:

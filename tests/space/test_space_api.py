@@ -74,7 +74,6 @@ def test_seed_array_example_table_by_table() -> None:
 
 
 def test_checkpoint_returns_write_stats(store: osp.Store) -> None:
-    assert osp.CheckpointStats is osp.WriteStats
     space = osp.ObjectSpace()
     space.create_value("v", "hello")
     stats = space.checkpoint(store)

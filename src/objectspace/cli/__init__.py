@@ -4,8 +4,8 @@ Every subcommand has ``--help``. A command exits 0 on success, 1 when it fails a
 bad arguments; its error is one line on stderr (``objectspace: error: ...``), with the
 traceback only under ``--debug``. The work is done by :mod:`objectspace.inspection`
 (``inspect``, ``show``, ``diff``, ``export``, ``gc``, ``compact``, ``retain``, whose
-``--json`` shapes it documents) and :mod:`objectspace.demo.plots` (``bench``). Modules:
-``parser`` (argparse), ``commands`` (one function per subcommand), ``render`` (rich).
+``--json`` shapes it documents) and :mod:`objectspace.demo` (``demo``). Modules: ``parser``
+(argparse), ``commands`` (one function per subcommand), ``render`` (rich).
 """
 
 from __future__ import annotations

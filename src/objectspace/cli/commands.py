@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -145,40 +143,6 @@ def _retain(args: argparse.Namespace) -> int:
         progress(0, 0)
         data = ins.retain_job(storage, args.job, args.keep_last)
     _emit(args, data, render.render_retain)
-    return 0
-
-
-def _benchmarks_root() -> Path:
-    """The source checkout holding ``benchmarks/``: the current folder or the package's."""
-    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        if (root / "benchmarks" / "__main__.py").is_file():
-            return root
-    raise FileNotFoundError(
-        "cannot find benchmarks/ (run `objectspace bench` from a source checkout of objectspace)"
-    )
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from objectspace.demo.plots import draw_benchmarks
-
-    root = _benchmarks_root()
-    if not args.plots_only:
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            *(["--quick"] if args.quick else []),
-            *args.names,
-        ]
-        done = subprocess.run(command, cwd=root, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"`{' '.join(command[1:])}` failed with exit code {done.returncode}")
-    results = root / "benchmarks" / "results.json"
-    drawn = draw_benchmarks(results, root / "docs")
-    if not drawn:
-        print(f"no {results.relative_to(root)} found: no plots drawn")
-    for path in drawn:
-        print(f"drew {path.relative_to(root)}")
     return 0
 
 

@@ -6,7 +6,6 @@ import argparse
 from typing import NoReturn
 
 from objectspace.cli.commands import (
-    _bench,
     _compact,
     _demo,
     _diff,
@@ -230,14 +229,4 @@ def build_parser() -> argparse.ArgumentParser:
     json_flag(p)
     p.set_defaults(func=_retain)
 
-    p = command(
-        "bench",
-        "run the benchmarks and draw docs/bench-*.png",
-        "Run `python -m benchmarks` (which rewrites BENCHMARKS.md) from the source checkout, "
-        "then draw docs/bench-*.png from benchmarks/results.json if the benchmarks wrote one.",
-    )
-    p.add_argument("--quick", action="store_true", help="small sizes, nothing recorded")
-    p.add_argument("--plots-only", action="store_true", help="only draw the plots")
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these benchmarks")
-    p.set_defaults(func=_bench)
     return parser

@@ -1,5 +1,5 @@
-"""The demos of ``objectspace demo``: ``core`` (no Spark), ``spark`` (Structured Streaming),
-and ``plots`` (the figures of ``objectspace bench``)."""
+"""The demos of ``objectspace demo``: ``core`` (no Spark) and ``spark`` (Structured
+Streaming)."""
 
 from __future__ import annotations
 

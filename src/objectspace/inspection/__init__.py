@@ -117,10 +117,6 @@ and ``retain``: see :func:`collect_garbage`, :func:`compact_job` and :func:`reta
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
-
 from objectspace.inspection.diff import diff_checkpoints
 from objectspace.inspection.export import export_parquet, parquet_schema, slices, state_rows
 from objectspace.inspection.maintenance import collect_garbage, compact_job, retain_job
@@ -179,30 +175,3 @@ __all__ = [
     "state_rows",
     "to_json",
 ]
-
-_RENDERING = frozenset(
-    {
-        "progress_bar",
-        "render_compact",
-        "render_diff",
-        "render_export",
-        "render_gc",
-        "render_inspect",
-        "render_retain",
-        "render_show",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The rich rendering that moved to :mod:`objectspace.cli.render`, with a ``DeprecationWarning``."""
-    if name not in _RENDERING:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"objectspace.inspection.{name} moved: import it from objectspace.cli.render",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    value = getattr(importlib.import_module("objectspace.cli.render"), name)
-    globals()[name] = value
-    return value

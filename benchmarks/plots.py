@@ -1,4 +1,6 @@
-"""Benchmark plots: ``docs/bench-*.png`` drawn with matplotlib from ``benchmarks/results.json``.
+"""Benchmark plots: ``docs/bench-*.png`` drawn with matplotlib (the dev extra) from
+``benchmarks/results.json``: ``python -m benchmarks --plots`` (after the benchmarks) or
+``python -m benchmarks.plots`` (only the plots).
 
 The benchmark scripts may write ``benchmarks/results.json``; :func:`draw_benchmarks` reads
 it. Its shape (every part optional except ``designs`` within a workload)::
@@ -19,6 +21,7 @@ A design without ``bytes_per_checkpoint`` or ``wall_seconds`` is left out of tha
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,22 @@ def draw_benchmarks(results: str | Path, out_dir: str | Path) -> list[Path]:
         if workload is not None:
             drawn.append(draw_workload(name, workload, Path(out_dir) / f"bench-{name}.png"))
     return drawn
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.plots [RESULTS [OUT_DIR]]``: draw the plots of a results file
+    (default ``benchmarks/results.json`` into ``docs/``, from the checkout's root)."""
+    args = sys.argv[1:] if argv is None else argv
+    root = Path(__file__).resolve().parents[1]
+    results = Path(args[0]) if args else root / "benchmarks" / "results.json"
+    out_dir = Path(args[1]) if len(args) > 1 else root / "docs"
+    drawn = draw_benchmarks(results, out_dir)
+    if not drawn:
+        print(f"no {results} found: no plots drawn")
+    for path in drawn:
+        print(f"drew {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
