@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import objectspace as osp
 from objectspace.storage import blocks
+from objectspace.storage.blocks import columns, compression, decode, names
 from objectspace.storage.contract import WriteInfo, materialize
 from objectspace.tables import DELETED, TableChanges
 
@@ -255,19 +256,19 @@ def test_lookup_decodes_only_the_chunks_of_its_range() -> None:
 
 
 def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(blocks, "_SPLITS", {})
-    monkeypatch.setattr(blocks, "_SPLITS_MAX", 8)
+    monkeypatch.setattr(names, "_SPLITS", {})
+    monkeypatch.setattr(names, "_SPLITS_MAX", 8)
     changes = {f"state/item/{i}/items": TableChanges(rows={b"\x01": b"x" * 9}) for i in range(6)}
     first = blocks.encode_block(changes, False)
-    assert len(blocks._SPLITS) == 6
+    assert len(names._SPLITS) == 6
     again = blocks.encode_block(changes, False)  # every split found
     assert again == first
     more = {f"a/{i}/b": TableChanges(rows={b"1": b"y"}) for i in range(5)}
     blocks.encode_block(more, False)  # 6 + 5 > 8: the kept splits are dropped first
-    assert len(blocks._SPLITS) == 5
+    assert len(names._SPLITS) == 5
     many = {f"m/{i}/n": TableChanges(rows={b"1": b"y"}) for i in range(9)}
     block, rows = blocks.encode_block(many, False)  # more than the bound: not kept
-    assert len(blocks._SPLITS) == 5 and rows == 9
+    assert len(names._SPLITS) == 5 and rows == 9
     assert blocks.decode_block(block, "test")[1] == [(f"m/{i}/n", b"1", b"y") for i in range(9)]
     assert blocks.block_heads(changes) == [f"state/item/{i}" for i in range(6)]
 
@@ -323,7 +324,7 @@ def test_numbered_folders_are_written_as_templates() -> None:
     assert truncated == want_truncated == {"state/item/12/count/value": True}
     assert sorted(got) == sorted(want)
     assert len(compact) < len(plain) - 60, (len(compact), len(plain))
-    columns = msgpack.unpackb(blocks._payload(compact, "b", None), raw=False)
+    columns = msgpack.unpackb(decode._payload(compact, "b", None), raw=False)
     [[others, templated]] = columns[0]
     assert others == ["state", "state/item/'abc'/buf", "state/item/12/count"]
     assert [t[0] for t in templated] == ["state/item/\x00/buf"]
@@ -331,7 +332,7 @@ def test_numbered_folders_are_written_as_templates() -> None:
     # (schema version 7; version 6 wrote their 8 bytes, code -9)
     assert columns[-1][-1][0] == -16 - 53
     # the same changes written plain (what SQLiteStore files hold) keep every name
-    assert "state/item/'abc'/buf" in msgpack.unpackb(blocks._payload(plain, "b", None))[0]
+    assert "state/item/'abc'/buf" in msgpack.unpackb(decode._payload(plain, "b", None))[0]
 
 
 def _floats(count: int, seed: int) -> dict[str, TableChanges]:
@@ -362,7 +363,7 @@ def test_float_planes_are_zstd_blocks_of_their_own(
         dictionary = blocks.Dictionary(3, zstandard.train_dictionary(2048, samples).as_bytes())
     for full in (False, True):
         block, rows = blocks.encode_block(changes, full, dictionary=dictionary)
-        monkeypatch.setattr(blocks, "PLANE_BLOCK_ROWS", 10**9)
+        monkeypatch.setattr(compression, "PLANE_BLOCK_ROWS", 10**9)
         whole, _ = blocks.encode_block(changes, full, dictionary=dictionary)
         monkeypatch.undo()
         lookup = None if dictionary is None else {3: dictionary.data}.get
@@ -378,7 +379,7 @@ def test_float_planes_are_zstd_blocks_of_their_own(
             assert len(block) <= len(whole) - count // 8, (len(block), len(whole))
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 def test_a_version_1_segment_store_is_read_and_written_on(tmp_path: Path) -> None:
@@ -454,7 +455,7 @@ def test_table_keys_delta_encode_exactly_the_canonical_decimal_keys(keys: list[b
     canonical = all(
         0 < len(k) <= 18 and k.isdigit() and k.isascii() and b"%d" % int(k) == k for k in keys
     )
-    got = blocks._table_keys(keys)
+    got = columns._table_keys(keys)
     if not canonical:
         assert got is None
         return
@@ -516,8 +517,8 @@ def test_fixed_point_floats_cost_their_bits() -> None:
     assert size(FLOAT_SETS["integers"]) < 2.2 * 700
     # random.random(): 53 bits each (6.625 bytes), within 0.2 byte of it (keys, header)
     assert size(FLOAT_SETS["random"]) < (6.625 + 0.2) * 700
-    found = blocks._fixed_point(
-        blocks._shuffle(b"".join(struct.pack(">d", f) for f in FLOAT_SETS["random"]), 8), 700
+    found = columns._fixed_point(
+        columns._shuffle(b"".join(struct.pack(">d", f) for f in FLOAT_SETS["random"]), 8), 700
     )
     assert found is not None and found[0] == 53 and len(found[1]) == 7 * 700
-    assert blocks._fixed_point(blocks._shuffle(struct.pack(">2d", 1e-9, 1e9), 8), 2) is None
+    assert columns._fixed_point(columns._shuffle(struct.pack(">2d", 1e-9, 1e9), 8), 2) is None

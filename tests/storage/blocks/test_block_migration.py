@@ -17,7 +17,7 @@ import objectspace as osp
 from objectspace.storage.sql import SCHEMA_VERSION
 from tests.support.packs import writes
 
-FIXTURE = Path(__file__).parent / "fixtures" / "ckpt_schema_v2.sql"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "ckpt_schema_v2.sql"
 KEY = "acct-7"
 
 

@@ -1,0 +1,428 @@
+"""Encoding a key group's edits as one block: the tables in the order they are written,
+their rows as columns, the columns as one msgpack payload, compressed and framed; a large
+full block as sorted chunks behind an index (:func:`~objectspace.storage.blocks.lookup`
+decodes only the chunks a range of rows can be in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any, cast
+
+import msgpack
+import xxhash
+
+from objectspace.storage.blocks.columns import (
+    _DELETE,
+    _deltas,
+    _plane_group,
+    _table_keys,
+)
+from objectspace.storage.blocks.compression import Dictionary, _compress
+from objectspace.storage.blocks.framing import (
+    _CHUNKED,
+    _IDS_IN_KIND,
+    _INDEX,
+    _RAW,
+    _TRAINED,
+    _TRAINED_IN_KIND,
+    _ZSTD,
+    _dict_ref,
+    _sealed,
+)
+from objectspace.storage.blocks.names import _FIRST, _name_templates, _splits
+from objectspace.tables import DELETED, TableChanges
+
+__all__ = ["CHUNK_ROWS", "encode_block"]
+
+
+def encode_block(
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    level: int = 3,
+    head_ids: Mapping[str, int] | None = None,
+    dictionary: Dictionary | None = None,
+    payloads: list[bytes] | None = None,
+    *,
+    compact: bool = False,
+) -> tuple[bytes, int]:
+    """One key group's edits as a block; returns the block and its number of rows. A full
+    block of more than :data:`CHUNK_ROWS` rows is chunked (see :func:`lookup`).
+    ``compact``: the forms only checkpoint storage's readers read (``docs/formats.md``;
+    versioned storage writes them, :class:`~objectspace.SQLiteStore` files do not):
+    folders whose names differ by one decimal number (a key's objects with integer keys:
+    ``state/item/17/buf``) as a template and the numbers, delta-encoded as varints (see
+    :func:`_name_templates`), and msgpack floats without the plane of their marker bytes."""
+    if full and sum(len(c.rows) for c in changes.values()) > CHUNK_ROWS:
+        return _encode_chunked(changes, level, head_ids, dictionary, compact)
+    return _encode_plain(changes, full, level, head_ids, dictionary, payloads, compact)
+
+
+CHUNK_ROWS = 2048
+"""Full blocks of more rows are written as sorted chunks of at most this many rows."""
+
+
+def _encode_chunked(
+    changes: Mapping[str, TableChanges],
+    level: int,
+    head_ids: Mapping[str, int] | None,
+    dictionary: Dictionary | None,
+    compact: bool = False,
+) -> tuple[bytes, int]:
+    """A full block as an SSTable does it: rows sorted by (table, key), cut into chunks of
+    :data:`CHUNK_ROWS` rows, each a plain block of its own (compressed and checksummed),
+    behind an index of each chunk's first (table, key) and length, so that :func:`lookup`
+    decodes only the chunks a range of rows can be in."""
+    chunks: list[bytes] = []
+    index: list[list[Any]] = []
+    current: dict[str, TableChanges] = {}
+    count = total = 0
+    first: list[Any] = []
+    for name in sorted(changes):
+        rows = changes[name].rows
+        for key in sorted(rows):
+            value = rows[key]
+            if value is DELETED:
+                continue
+            if not first:
+                first = [name, key]
+            table = current.get(name)
+            if table is None:
+                table = current[name] = TableChanges()
+            table.rows[key] = value
+            count += 1
+            total += 1
+            if count >= CHUNK_ROWS:
+                block, _ = _encode_plain(
+                    current, True, level, head_ids, dictionary, compact=compact
+                )
+                index.append([*first, len(block)])
+                chunks.append(block)
+                current, count, first = {}, 0, []
+    if current:
+        block, _ = _encode_plain(current, True, level, head_ids, dictionary, compact=compact)
+        index.append([*first, len(block)])
+        chunks.append(block)
+    packed = msgpack.packb(index, use_bin_type=True)
+    body = _INDEX.pack(len(packed), xxhash.xxh64_intdigest(packed)) + packed + b"".join(chunks)
+    return _sealed(_CHUNKED, body), total
+
+
+def _encode_plain(
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    level: int = 3,
+    head_ids: Mapping[str, int] | None = None,
+    dictionary: Dictionary | None = None,
+    payloads: list[bytes] | None = None,
+    compact: bool = False,
+) -> tuple[bytes, int]:
+    """One key group's edits as a block;
+    returns the block and its number of rows (row
+       edits and deleted tables). A full block holds no deletes (it starts from nothing).
+       ``dictionary``: the operator's trained dictionary, if it has one; ``payloads``
+       collects the uncompressed payload of a differential block (samples to train one on).
+
+       Keys are stored per table as delta-encoded integers (when all are decimal integers) or
+       as bytes with their lengths. Values are stored as byte planes when they all have one
+       width (floats, fixed-width records), else with their lengths (``-1``: a delete; ``-2``:
+       a msgpack float, whose 8 bytes go to a column of byte planes). A table with no
+       row and no truncation changes nothing on replay and is left out.
+    """
+    tables = _ordered_tables(_without_empty(changes), full, head_ids, compact)
+    columns = _row_columns(tables.table_rows, full)
+    payload, groups = _packed(tables, columns, head_ids, compact)
+    if payloads is not None and not full:
+        payloads.append(payload)
+    fixed = columns.fixed
+    count = len(fixed[max(fixed)]) if fixed else 0
+    plane_bytes = len(groups[-1][1]) if groups else 0  # of the widest group (the last)
+    block = _framed(payload, level, dictionary, full, count, plane_bytes)
+    return block, columns.rows + len(tables.truncated)
+
+
+def _without_empty(changes: Mapping[str, TableChanges]) -> Mapping[str, TableChanges]:
+    """``changes`` without the tables that change nothing (no row, no truncation)."""
+    empty = [name for name, c in changes.items() if not c.rows and not c.truncated]
+    if empty:
+        changes = dict(changes)
+        for name in empty:
+            del changes[name]
+    return changes
+
+
+@dataclass
+class _Tables:
+    """A block's tables in the order it stores them: their folders (names, or ids to
+    delta-encode, or templates), how many tables each folder has, the tables' last
+    components (each once, by first use) and each table's index into them, the deleted
+    tables' indices and each table's rows."""
+
+    heads: list[Any]
+    head_tables: list[int]
+    tails: dict[str, int]
+    table_tails: list[int]
+    truncated: list[int]
+    table_rows: list[dict[bytes, Any]]
+    named: tuple[list[int], list[str], list[list[Any]]] | None = None
+
+
+def _ordered_tables(
+    changes: Mapping[str, TableChanges],
+    full: bool,
+    head_ids: Mapping[str, int] | None,
+    compact: bool,
+) -> _Tables:
+    """The tables of ``changes`` grouped by folder: folders in id order when they are
+    interned (``head_ids``: their ids delta-encode), else with ``compact`` templated
+    folders by number (:func:`_name_templates`), else as they come."""
+    tails: dict[str, int] = {}
+    tail_id = tails.setdefault
+    split = _splits(changes)
+    folders: list[str] = list(map(_FIRST, split))
+    truncated: list[int]
+    named: tuple[list[int], list[str], list[list[Any]]] | None = None
+    if len(set(folders)) == len(folders):  # a folder per table (one object each): no grouping
+        order: Sequence[int] = range(len(folders))
+        if head_ids is not None:  # interned folders in id order: their ids delta-encode
+            order = sorted(order, key=list(map(head_ids.__getitem__, folders)).__getitem__)
+        elif compact:
+            named = _name_templates(folders)
+            if named is not None:
+                order = named[0]
+        edits = list(changes.values())
+        ordered = [edits[i] for i in order]
+        heads: list[Any] = [folders[i] for i in order]
+        head_tables = [1] * len(heads)
+        table_tails = [tail_id(split[i][1], len(tails)) for i in order]
+        truncated = [] if full else [i for i, c in enumerate(ordered) if c.truncated]
+        table_rows: list[dict[bytes, Any]] = [c.rows for c in ordered]
+        return _Tables(heads, head_tables, tails, table_tails, truncated, table_rows, named)
+    by_head: dict[str, list[tuple[str, TableChanges]]] = {}
+    for (head, tail), change in zip(split, changes.values(), strict=True):
+        group = by_head.get(head)
+        if group is None:
+            by_head[head] = [(tail, change)]
+        else:
+            group.append((tail, change))
+    if head_ids is not None:  # interned folders in id order: their ids delta-encode
+        by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
+    elif compact:
+        grouped = list(by_head)
+        named = _name_templates(grouped)
+        if named is not None:
+            by_head = {grouped[i]: by_head[grouped[i]] for i in named[0]}
+    heads = list(by_head)
+    head_tables = list(map(len, by_head.values()))
+    table_tails = []
+    truncated = []
+    table_rows = []
+    index = 0
+    for group in by_head.values():
+        for tail, change in group:
+            table_tails.append(tail_id(tail, len(tails)))
+            if change.truncated and not full:
+                truncated.append(index)
+            index += 1
+            table_rows.append(change.rows)
+    return _Tables(heads, head_tables, tails, table_tails, truncated, table_rows, named)
+
+
+@dataclass
+class _Columns:
+    """The rows of a block's tables as columns: per table its row count, how its keys are
+    stored (1: as integers) and the width of its values (0: none); the integer keys
+    (delta-encoded per table), the other keys' lengths and bytes, the values by width
+    (tables whose values have one width), the other values' lengths (``-1``: a delete)
+    and bytes; and the number of rows."""
+
+    counts: list[int] = field(default_factory=list)
+    key_modes: list[int] = field(default_factory=list)
+    int_keys: list[int] = field(default_factory=list)
+    key_lens: list[int] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    widths: list[int] = field(default_factory=list)
+    fixed: dict[int, list[bytes]] = field(default_factory=dict)  # width → values
+    value_lens: list[int] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)
+    rows: int = 0
+
+
+def _row_columns(table_rows: list[dict[bytes, Any]], full: bool) -> _Columns:
+    """The rows of ``table_rows`` (in order) as columns; a full block leaves out deletes."""
+    counts: list[int] = []
+    key_modes: list[int] = []
+    int_keys: list[int] = []
+    key_lens: list[int] = []
+    keys: list[bytes] = []
+    widths: list[int] = []
+    fixed: dict[int, list[bytes]] = {}  # width → the values of the tables of that width
+    value_lens: list[int] = []
+    values: list[bytes] = []
+    # Bound once: the loop below runs once per table (most hold one row).
+    add_count = counts.append
+    add_mode = key_modes.append
+    add_int_key = int_keys.append
+    add_key_len = key_lens.append
+    add_key = keys.append
+    add_width = widths.append
+    add_value_len = value_lens.append
+    add_value = values.append
+    get_fixed = fixed.get
+    rows_total = 0
+    flat_keys = list(chain.from_iterable(table_rows))
+    flat_values = list(chain.from_iterable(map(dict.values, table_rows)))
+    lens = list(map(len, flat_values)) if DELETED not in flat_values else []
+    width = lens[0] if lens else 0
+    if (
+        0 < width <= 64
+        and lens.count(width) == len(lens)
+        and not any(map(bytes.isdigit, flat_keys))
+    ):
+        # Every key stored as bytes and every value a put of one width (a float dict's
+        # entries): the columns the loop below would build, in C-level passes.
+        counts = list(map(len, table_rows))
+        key_modes = [0] * len(counts)
+        key_lens = list(map(len, flat_keys))
+        keys = flat_keys
+        widths = [width if n else 0 for n in counts]
+        fixed = {width: cast("list[bytes]", flat_values)}
+        rows_total = len(flat_keys)
+        table_rows = []
+    for rows in table_rows:
+        if len(rows) == 1:  # the common case (one entry of an object changed), inline
+            ((key, value),) = rows.items()
+            if value is DELETED:
+                if full:
+                    add_count(0)
+                    add_mode(0)
+                    add_width(0)
+                    continue
+                add_count(1)
+                rows_total += 1
+                if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
+                    add_mode(1)
+                    add_int_key(int(key))
+                else:
+                    add_mode(0)
+                    add_key_len(len(key))
+                    add_key(key)
+                add_width(0)
+                add_value_len(_DELETE)
+                continue
+            add_count(1)
+            rows_total += 1
+            if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
+                add_mode(1)
+                add_int_key(int(key))
+            else:
+                add_mode(0)
+                add_key_len(len(key))
+                add_key(key)
+            put = cast("bytes", value)
+            width = len(put)
+            if 0 < width <= 64:
+                add_width(width)
+                same = get_fixed(width)
+                if same is None:
+                    fixed[width] = [put]
+                else:
+                    same.append(put)
+            else:
+                add_width(0)
+                add_value_len(width)
+                add_value(put)
+            continue
+        table_keys = list(rows)
+        table_values = list(rows.values())
+        if full and table_values.count(DELETED):
+            table_keys = [k for k, v in rows.items() if v is not DELETED]
+            table_values = [v for v in table_values if v is not DELETED]
+        add_count(len(table_keys))
+        rows_total += len(table_keys)
+        as_ints = _table_keys(table_keys)
+        if as_ints is None:
+            add_mode(0)
+            key_lens.extend(map(len, table_keys))
+            keys.extend(table_keys)
+        else:
+            add_mode(1)
+            int_keys.extend(as_ints)
+        if table_values and not table_values.count(DELETED):
+            puts = cast("list[bytes]", table_values)
+            lens = list(map(len, puts))
+            width = lens[0]
+            if lens.count(width) == len(lens) and 0 < width <= 64:
+                add_width(width)
+                fixed.setdefault(width, []).extend(puts)
+                continue
+        add_width(0)
+        for value in table_values:
+            if value is DELETED:
+                add_value_len(_DELETE)
+            else:
+                add_value_len(len(value))
+                add_value(value)
+    return _Columns(
+        counts, key_modes, int_keys, key_lens, keys, widths, fixed, value_lens, values, rows_total
+    )
+
+
+def _packed(
+    tables: _Tables, columns: _Columns, head_ids: Mapping[str, int] | None, compact: bool
+) -> tuple[bytes, list[list[Any]]]:
+    """The payload: the msgpack array of the block's columns; and its planes column (the
+    groups of fixed-width values, by width: the widest last)."""
+    heads = tables.heads
+    named = tables.named
+    if head_ids is not None:
+        heads = _deltas([head_ids[h] for h in heads])
+    elif named is not None:
+        heads = [[named[1], named[2]]]
+    fixed = columns.fixed
+    groups = [_plane_group(w, fixed[w], compact) for w in sorted(fixed)]
+    payload = msgpack.packb(
+        [
+            heads,
+            tables.head_tables,
+            list(tables.tails),
+            tables.table_tails,
+            columns.counts,
+            tables.truncated,
+            columns.key_modes if any(columns.key_modes) else None,
+            columns.int_keys,
+            columns.key_lens,
+            b"".join(columns.keys),
+            columns.widths if any(columns.widths) else None,
+            columns.value_lens,
+            b"".join(columns.values),
+            groups,
+        ],
+        use_bin_type=True,
+    )
+    return payload, groups
+
+
+def _framed(
+    payload: bytes,
+    level: int,
+    dictionary: Dictionary | None,
+    full: bool,
+    count: int,
+    plane_bytes: int,
+) -> bytes:
+    """The block of ``payload``: compressed (see :func:`_compress`), or as is when that does
+    not pay; its kind names the trained dictionary it was compressed with."""
+    compressed = _compress(payload, level, dictionary, full, count, plane_bytes)
+    if len(compressed) >= len(payload):
+        kind, body = _RAW, payload
+    elif dictionary is None:
+        kind, body = _ZSTD, compressed
+    else:
+        if dictionary.id < _IDS_IN_KIND:
+            kind, body = _TRAINED_IN_KIND + dictionary.id, compressed
+        else:
+            kind, body = _TRAINED, _dict_ref(dictionary.id) + compressed
+    return _sealed(kind, body)

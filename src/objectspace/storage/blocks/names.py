@@ -1,0 +1,134 @@
+"""Table names in a block: each name as its folder and last path component (interned per
+block), folders that differ by one decimal number as a template and the numbers, and user
+names made safe as one path component.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
+from operator import itemgetter
+from typing import Any, cast
+from urllib.parse import quote
+
+import xxhash
+
+from objectspace.storage.blocks.columns import _deltas, _read_uvarints, _uvarints
+from objectspace.tables import TableChanges
+
+__all__ = ["block_heads", "path_component"]
+
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+
+
+def path_component(name: str) -> str:
+    """A user name as one path component: percent-encoded, dots too (no ``..``); a long
+    one is cut and made unique by a hash of the whole name (file systems cap a component
+    at 255 bytes)."""
+    encoded = quote(name, safe="").replace(".", "%2E")
+    if len(encoded) > 96:
+        encoded = f"{encoded[:80]}-{xxhash.xxh64_hexdigest(name.encode('utf-8'))}"
+    return encoded
+
+
+def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
+    """The table folders of a block (each once, in first-seen order)."""
+    return list(dict.fromkeys(map(_FIRST, _splits(changes))))
+
+
+_SPLITS: dict[str, tuple[str, str]] = {}
+_SPLITS_MAX = 1 << 16
+
+
+def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
+    """Each table name's (folder, last component). A save names the same tables as the
+    last one (an object's tables keep their names), so the splits of up to
+    :data:`_SPLITS_MAX` names are kept: found in one C-level pass."""
+    names = list(names)
+    found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
+    if None not in found:
+        return found  # type: ignore[return-value]
+    keep = len(names) <= _SPLITS_MAX
+    if keep and len(_SPLITS) + len(names) > _SPLITS_MAX:
+        _SPLITS.clear()
+    for i, name in enumerate(names):
+        if found[i] is None:
+            head, _, tail = name.rpartition("/")
+            found[i] = (head, tail)
+            if keep:
+                _SPLITS[name] = (head, tail)
+    return found  # type: ignore[return-value]
+
+
+# a folder name around its first decimal number (no leading zero, at most 18 digits)
+_NUMBERED = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z", re.DOTALL)
+_PLAIN: tuple[()] = ()  # a folder that is not numbered (cached as such)
+_NUMBERS: dict[str, tuple[str, int] | tuple[()]] = {}
+
+
+def _numbered(folder: str) -> tuple[str, int] | tuple[()]:
+    """``folder`` as (template, number): the template is ``prefix NUL suffix`` around its
+    first decimal number, if that number has no leading zero (so that the number between
+    the template's parts is ``folder``) and the folder has no NUL; else ``()``."""
+    found = _NUMBERS.get(folder)
+    if found is None:
+        match = None if "\x00" in folder else _NUMBERED.match(folder)
+        found = _PLAIN if match is None else (f"{match[1]}\x00{match[3] or ''}", int(match[2]))
+        if len(_NUMBERS) >= _SPLITS_MAX:
+            _NUMBERS.clear()
+        _NUMBERS[folder] = found
+    return found
+
+
+def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[list[Any]]] | None:
+    """Folders that differ by their first decimal number only (a key's objects with integer
+    keys: ``state/item/17/buf``, ``state/item/203/buf``) as templates: the new order of
+    ``folders`` (the others first, as they were, then each template's folders by number),
+    the other folders' names, and per template ``[prefix NUL suffix, numbers]``, the numbers
+    delta-encoded as unsigned LEB128 varints. ``None`` when no two folders share a
+    template. The numbers cost a byte or two each where the names cost what zstd makes of
+    their digits and the repeated text."""
+    found = list(map(_NUMBERS.get, folders))
+    if None in found:
+        found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
+    if _PLAIN not in found:
+        # The common case in C-level passes: every folder numbered, by one template.
+        pairs = cast("list[tuple[str, int]]", found)
+        templates = set(map(_FIRST, pairs))
+        if len(templates) == 1 and len(pairs) > 1:
+            numbers: list[int] = list(map(_SECOND, pairs))
+            ranked = sorted(range(len(numbers)), key=numbers.__getitem__)
+            return ranked, [], [[templates.pop(), _uvarints(_deltas(sorted(numbers)))]]
+    groups: dict[str, dict[int, int]] = {}  # template -> number -> index in folders
+    for i, numbered in enumerate(found):
+        if numbered:
+            members = groups.get(numbered[0])
+            if members is None:
+                groups[numbered[0]] = {numbered[1]: i}
+            else:
+                members[numbered[1]] = i
+    shared = {template: members for template, members in groups.items() if len(members) > 1}
+    if not shared:
+        return None
+    if len(shared) == len(groups):
+        order = [i for i, numbered in enumerate(found) if not numbered]
+    else:
+        order = [i for i, numbered in enumerate(found) if not numbered or numbered[0] not in shared]
+    others = [folders[i] for i in order]
+    column: list[list[Any]] = []
+    for template, members in shared.items():
+        numbers = sorted(members)
+        order.extend(map(members.__getitem__, numbers))
+        column.append([template, _uvarints(_deltas(numbers))])
+    return order, others, column
+
+
+def _from_templates(templated: list[list[Any]]) -> list[str]:
+    """The folders that :func:`_name_templates` wrote as ``[prefix NUL suffix, numbers]``."""
+    folders: list[str] = []
+    for template, numbers in templated:
+        prefix, _, suffix = template.partition("\x00")
+        folders.extend([f"{prefix}{n}{suffix}" for n in accumulate(_read_uvarints(numbers))])
+    return folders
