@@ -4,7 +4,7 @@ A name that starts with one underscore (``_helper``, the module ``_pycore``) is 
 package that defines it: a module inside that package (or one of its subpackages) may import
 it, a module outside may not. ``from objectspace.collections._impl import X`` is fine in
 ``objectspace/collections/set.py`` and a violation in ``objectspace/space.py``; ``from
-objectspace.storage.sql.base import _columns`` is a violation outside ``objectspace.storage.sql``.
+objectspace.storage.sql.tx import _chunks`` is a violation outside ``objectspace.storage.sql``.
 Dunder names (``__version__``) are public.
 
 Usage: ``python tools/check_private_imports.py [SRC_DIR]`` (default ``src``). Prints one line per

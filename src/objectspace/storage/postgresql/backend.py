@@ -26,9 +26,10 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from objectspace.errors import StorageError
 from objectspace.storage import forks
-from objectspace.storage.sql.base import SQLBackend, Tx
+from objectspace.storage.sql.base import SQLBackend
 from objectspace.storage.sql.packs import SPAN
 from objectspace.storage.sql.schema import POSTGRES_SCHEMA
+from objectspace.storage.sql.tx import Tx
 from objectspace.storage.urls import redact_text, redact_url
 
 try:

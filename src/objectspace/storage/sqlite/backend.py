@@ -16,13 +16,14 @@ from typing import Any, TypeVar
 
 from objectspace.errors import StorageError
 from objectspace.storage import forks
-from objectspace.storage.sql.base import SQLBackend, Tx
+from objectspace.storage.sql.base import SQLBackend
 from objectspace.storage.sql.schema import SQLITE_SCHEMA, table_script
 from objectspace.storage.sql.sqlite_files import (
     WAL_BYTES_STORAGE,
     check_sqlite_file,
     connect_sqlite,
 )
+from objectspace.storage.sql.tx import Tx
 
 __all__ = ["CATALOG_PAGE_SIZE", "SQLiteBackend"]
 

@@ -1,26 +1,24 @@
-"""The SQL of segment file references and their two-phase garbage collection.
+"""Segment files in the SQL catalog: reserving a segment's path before its file is written,
+recording its blocks as writes, which writes reference which files, and two-phase garbage
+collection (stamping the unreferenced ones, and the trash a GC pass empties).
 
 The part of :class:`~objectspace.storage.sql.SQLBackend` that only segment storage uses
-(:class:`~objectspace.storage.sql.catalog.SegmentCatalog`): which segment files exist, which
-writes reference them, stamping the unreferenced ones, and the trash a GC pass empties.
-Reserving and registering a segment's writes stay with the writing code in ``base``.
+(:class:`~objectspace.storage.sql.catalog.SegmentCatalog`).
 """
 
 from __future__ import annotations
 
 import time
-from abc import abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
 
-from objectspace.storage.sql.catalog import SegmentCatalog
+from objectspace.errors import StorageError
+from objectspace.storage.contract import WriteInfo
+from objectspace.storage.sql.catalog import SegmentEntry
+from objectspace.storage.sql.heads import Heads
+from objectspace.storage.sql.packs import Entry
+from objectspace.storage.sql.tx import COMPACTION, Tx, _chunks, _marks
 
-if TYPE_CHECKING:
-    from objectspace.storage.sql.base import Tx
-
-__all__ = ["SegmentQueries"]
-
-_R = TypeVar("_R")
+__all__ = ["SegmentRecords"]
 
 # The segments no write references, by one pass over ckpt_packs (a pack's writes are in one
 # segment; there is no index by segment, for queries only the GC makes). An anti-join with
@@ -32,22 +30,126 @@ _UNREFERENCED = (
 )
 
 
-def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-class SegmentQueries(SegmentCatalog):
+class SegmentRecords(Heads):
     """Segment file records and garbage collection in the SQL catalog (dialect-neutral SQL
     with ``?`` parameters, run through :meth:`_run`)."""
 
-    @abstractmethod
-    def _run(self, what: str, work: Callable[[Tx], _R], *, write: bool = True) -> _R:
-        """Run ``work`` in one transaction (a dialect provides it)."""
+    def reserve_segment(self, path: str) -> int:
+        """Record a segment path before its file is written, so no file escapes the GC;
+        returns the segment's id."""
+
+        def work(tx: Tx) -> int:
+            row = tx.one(
+                "INSERT INTO ckpt_segments (path, created, bytes) VALUES (?, ?, 0) RETURNING id",
+                (path, time.time()),
+            )
+            assert row is not None
+            return int(row[0])
+
+        return self._run(f"reserving segment {path}", work)
+
+    @staticmethod
+    def _claim_segment(tx: Tx, segment_id: int, path: str, size: int) -> None:
+        """Record the size of a published segment that :meth:`reserve_segment` reserved
+        (and unstamp it); refused when the GC collected the reservation meanwhile."""
+        updated = tx.execute(
+            "UPDATE ckpt_segments SET bytes = ?, stamped = NULL WHERE id = ?",
+            (size, segment_id),
+        ).rowcount
+        if updated != 1:
+            raise StorageError(
+                f"segment {path!r} is no longer reserved in the catalog (collected after "
+                "its grace period?); the write must be retried"
+            )
+
+    def register_segment(
+        self,
+        job: str,
+        operator: str,
+        version: int,
+        attempt: str,
+        segment: tuple[int, str],
+        size: int,
+        entries: Sequence[SegmentEntry],
+        *,
+        committed: bool = False,
+        parents: Sequence[int | None] | None = None,
+    ) -> list[WriteInfo]:
+        """Record a published segment's blocks as writes (pending unless ``committed``);
+        ``segment`` is the (id, path) :meth:`reserve_segment` gave; ``parents``, per entry,
+        the write its edits were made on top of (see :class:`PendingPart`)."""
+        segment_id, path = segment
+
+        def work(tx: Tx) -> list[WriteInfo]:
+            self._fault("write:begin")
+            op_id = self._operator_id(tx, job, operator)
+            self._claim_segment(tx, segment_id, path, size)
+            self._fault("write:rows")
+            packed = [
+                Entry(
+                    0,
+                    key_group,
+                    full,
+                    nbytes,
+                    rows,
+                    offset,
+                    length,
+                    digest,
+                    None if parents is None else parents[i],
+                )
+                for i, (key_group, full, nbytes, rows, offset, length, digest) in enumerate(entries)
+            ]
+            if committed and attempt == COMPACTION:
+                packed = [
+                    e._replace(parent=self._compacted_origin(tx, op_id, e.key_group, version))
+                    for e in packed
+                ]
+            write_ids = self._insert_pack(
+                tx, op_id, version, attempt, packed, committed=committed, segment=segment_id
+            )
+            if committed:
+                self._advance_heads(
+                    tx,
+                    op_id,
+                    [
+                        (wid, e.key_group, version, attempt == COMPACTION, e.parent)
+                        for wid, e in zip(write_ids, packed, strict=True)
+                    ],
+                )
+            self._fault("write:end")
+            return [
+                WriteInfo(
+                    wid,
+                    e.key_group,
+                    version,
+                    e.full,
+                    e.bytes,
+                    e.rows,
+                    path,
+                    e.seg_offset,
+                    e.seg_length,
+                )
+                for wid, e in zip(write_ids, packed, strict=True)
+            ]
+
+        return self._run(f"registering segment {path}", work)
+
+    def segments_of(self, write_ids: Sequence[int]) -> set[str]:
+        """Paths of the segment files that hold the blocks of ``write_ids``."""
+        ids = sorted(set(write_ids))
+
+        def work(tx: Tx) -> set[str]:
+            found = self._writes_by_id(tx, ids)
+            segments = sorted({p.segment for p, _ in found.values() if p.segment is not None})
+            paths: set[str] = set()
+            for chunk in _chunks(segments, 250):
+                rows = tx.all(
+                    f"SELECT path FROM ckpt_segments WHERE id IN ({_marks(len(chunk))})", chunk
+                )
+                paths.update(str(path) for (path,) in rows)
+            return paths
+
+        return self._run("finding the segments of writes", work, write=False)
 
     def stamp_unreferenced(self, now: float | None = None) -> int:
         """GC phase one: stamp segment files that no write references any more."""
