@@ -4,7 +4,7 @@ One key's TTL'd dict (``state.dict("d", ttl="1 second")``), list and queue (``Ke
 with an explicit processing clock, as the runner gives it) each hold 1,000,000 entries,
 written so that exactly 10, then 1,000, then 100,000 of them expire at three successive
 times; the rest live far longer. Each step runs what the runner runs for a due key group
-(:func:`objectspace.operators.timing.expire`) and checkpoints the space differentially on
+(:func:`objectspace.keyed.expire`) and checkpoints the space differentially on
 an ``osp.SQLiteStore`` kept on its own loop-mounted volume. Per step it prints the time of
 the expiry and of the checkpoint, the rows written, and the bytes that reached the disk
 (sectors written to the volume, after ``sync``): all grow with k, not with the 1,000,000
@@ -25,8 +25,7 @@ from typing import Any
 import objectspace as osp
 from benchmarks.common import fmt_bytes, fmt_ms, parse_args, print_table, record
 from benchmarks.diskbytes import volume
-from objectspace.operators import Clock, KeyState
-from objectspace.operators.timing import expire
+from objectspace.keyed import Clock, KeyState, expire
 
 TOTAL = 1_000_000
 STEPS = (10, 1_000, 100_000)

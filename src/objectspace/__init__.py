@@ -48,6 +48,7 @@ from objectspace.errors import (
     ReservedColumnError,
     SerializationError,
     StorageError,
+    TimeError,
     WrongKindError,
 )
 from objectspace.keygroups import KeyGroups, key_group_hash
@@ -103,6 +104,7 @@ __all__ = [
     "Storage",
     "StorageError",
     "Store",
+    "TimeError",
     "WriteStats",
     "WrongKindError",
     "__version__",

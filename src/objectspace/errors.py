@@ -12,6 +12,7 @@ __all__ = [
     "ReservedColumnError",
     "SerializationError",
     "StorageError",
+    "TimeError",
     "WrongKindError",
 ]
 
@@ -53,6 +54,10 @@ class CheckpointError(ObjectSpaceError):
 
 class ReservedColumnError(ObjectSpaceError, ValueError):
     """Raised when an input, an output row or an output_schema uses a column objectspace reserves."""
+
+
+class TimeError(ObjectSpaceError, ValueError):
+    """Raised when a time, duration or time option is not one objectspace understands."""
 
 
 class CheckpointConflictError(CheckpointError):

@@ -53,8 +53,8 @@ from objectspace.operators.execution import (
     run_instance,
     sum_tasks,
 )
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import to_ms
+from objectspace.keyed import KeyState
+from objectspace.keyed import to_ms
 
 __all__ = ["Simulation", "simulate"]
 

@@ -24,8 +24,8 @@ import pytest
 
 import objectspace as osp
 from objectspace.inspection import format_time, redact
+from objectspace.keyed import KeyState
 from objectspace.keygroups import KeyGroups
-from objectspace.operators import KeyState
 from objectspace.storage.segments import SegmentBackend
 from tests.support.storage import segment_url
 

@@ -11,8 +11,9 @@ import pytest
 
 import objectspace as osp
 from objectspace import operators as ops
+from objectspace.errors import TimeError
+from objectspace.keyed import Clock, to_ms
 from objectspace.operators.execution import TaskStats, TimeOptions, TimePlan, _drop_late, order_rows
-from objectspace.operators.timing import Clock, TimeError, to_ms
 from tests.operators.test_time_operators import (
     DELAY,
     EVENT,

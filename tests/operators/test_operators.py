@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import objectspace as osp
 from objectspace import operators as ops
-from objectspace.operators import KeyState
+from objectspace.keyed import KeyState
 
 Row = dict[str, Any]
 Event = tuple[Any, Row]

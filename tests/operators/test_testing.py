@@ -25,7 +25,7 @@ import objectspace as osp
 from objectspace import operators as ops
 from objectspace.checkpoint import Instance, PendingSave
 from objectspace.errors import ReservedColumnError
-from objectspace.operators import KeyState
+from objectspace.keyed import KeyState
 from objectspace.operators.execution import TaskPlan
 from objectspace.testing import simulate
 from tests.operators.test_operators import CASES, KEYS, SOURCES, Case

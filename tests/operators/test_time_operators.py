@@ -606,7 +606,7 @@ def test_session_window_takes_over_sessions_kept_per_key_by_an_earlier_version()
     """State written by an earlier version (a dict ``sessions`` per key, start -> [end,
     count, sum, min, max], and the key's timer) is moved into the shared dict when the
     key is next used, and the session goes on as if it had never moved."""
-    from objectspace.operators import Clock, KeyState
+    from objectspace.keyed import Clock, KeyState
     from objectspace.space import ObjectSpace
 
     space = ObjectSpace()
@@ -633,7 +633,7 @@ def test_session_window_takes_over_sessions_kept_per_key_by_an_earlier_version()
 def test_clearing_a_key_state_drops_its_entries_in_shared_dicts_only() -> None:
     """``KeyState.clear`` (``expire_after``'s expiry) drops the namespace's sessions from
     the shared dict, nested namespaces too, and leaves other keys' sessions alone."""
-    from objectspace.operators import Clock, KeyState
+    from objectspace.keyed import Clock, KeyState
     from objectspace.space import ObjectSpace
 
     space = ObjectSpace()

@@ -18,7 +18,7 @@ import pytest
 
 import objectspace as osp
 from objectspace import operators as ops
-from objectspace.operators import KeyState
+from objectspace.keyed import KeyState
 from objectspace.spark import StatefulRunner
 from tests.support.spark import (
     BUFFER100_COLUMNS,

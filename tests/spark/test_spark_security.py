@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import objectspace as osp
-from objectspace.operators import KeyState
+from objectspace.keyed import KeyState
 from objectspace.spark import StatefulRunner
 from tests.support.spark import Row, ship, spark  # noqa: F401
 

@@ -23,8 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from objectspace.keyed import KeyState
 from objectspace.keygroups import KeyGroups
-from objectspace.operators import KeyState
 from objectspace.operators.execution import TaskPlan
 from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark import cache as spark_cache

@@ -13,7 +13,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from objectspace.operators import KeyState
+from objectspace.keyed import KeyState
 from objectspace.spark import StatefulRunner
 from objectspace.testing import simulate
 from tests.support.spark import INPUT_DDL, ship, spark, write_json_files  # noqa: F401

@@ -33,8 +33,8 @@ from objectspace.collections import (
     PersistedSortedSet,
     PersistedValue,
 )
+from objectspace.keyed import KeyState
 from objectspace.keygroups import KeyGroups
-from objectspace.operators import KeyState
 
 Row = dict[str, Any]
 
@@ -291,7 +291,7 @@ BUFFER100_COLUMNS = ("k", "n", "s")
 
 def buffer100_state(states: dict[Any, dict[str, Any]], max_key_groups: int) -> dict[str, Any]:
     """What :func:`dump_state` must show after the reference ran: one list per key."""
-    from objectspace.operators.state import key_prefix
+    from objectspace.keyed import key_prefix
 
     groups = KeyGroups(max_key_groups)
     return {

@@ -29,7 +29,7 @@ from typing import Any
 
 from objectspace import operators as ops
 from objectspace.demo.timed import run_time_stage
-from objectspace.operators.state import KeyState
+from objectspace.keyed import KeyState
 
 __all__ = ["pipeline", "run_spark_demo"]
 

@@ -23,8 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from objectspace import operators as ops
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import from_ms, to_ms
+from objectspace.keyed import KeyState, from_ms, to_ms
 
 __all__ = ["pipeline", "run_time_stage"]
 

@@ -14,8 +14,8 @@ from objectspace.collections import (
 from objectspace.errors import CheckpointError
 from objectspace.inspection.probe import find_job, find_operator, redact, resolve_checkpoint
 from objectspace.inspection.values import DEFAULT_LIMIT, _pairs, format_time, to_json
+from objectspace.keyed import key_prefix
 from objectspace.keygroups import Key
-from objectspace.operators.state import key_prefix
 
 __all__ = ["inspect_storage", "show_objects"]
 

@@ -1,7 +1,7 @@
-"""Keyed stateful operators over object-space state, and the per-key state they use.
+"""Keyed stateful operators over object-space state.
 
 An operator is ``op(key, rows, state) -> output rows``; see :mod:`objectspace.operators.library`
-for the contract and :class:`KeyState` for the state facade::
+for the contract and :class:`objectspace.keyed.KeyState` for the state facade::
 
     from objectspace import operators as ops
 
@@ -32,17 +32,11 @@ from objectspace.operators.library import (
     window,
     zip,
 )
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import Clock, TimeError, Timers, parse_duration
 
 __all__ = [
     "AGGREGATES",
-    "Clock",
-    "KeyState",
     "KeyedOperator",
     "Row",
-    "TimeError",
-    "Timers",
     "aggregate",
     "buffer",
     "chain",
@@ -51,7 +45,6 @@ __all__ = [
     "distinct",
     "distinct_until_changed",
     "expire_after",
-    "parse_duration",
     "scan",
     "session_window",
     "skip",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import TimeError, parse_duration, to_ms
+from objectspace.errors import TimeError
+from objectspace.keyed import KeyState, parse_duration, to_ms
 
 __all__ = ["AGGREGATES", "KeyedOperator", "Row"]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from objectspace.keyed import KeyState, fire_timer
 from objectspace.operators._base import KeyedOperator, Row, _Operator
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import fire_timer
 
 __all__ = ["chain"]
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from objectspace.keyed import KeyState, to_ms
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -17,8 +18,6 @@ from objectspace.operators._base import (
     _hashable,
     _row_times,
 )
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import to_ms
 
 __all__ = ["dedup", "distinct", "distinct_until_changed"]
 

@@ -38,17 +38,18 @@ from objectspace.errors import (
     CorruptStateError,
     ObjectSpaceError,
     ReservedColumnError,
+    TimeError,
 )
-from objectspace.operators.state import KeyState, prefix_of_repr
-from objectspace.operators.timing import (
+from objectspace.keyed import (
     TIME_MODES,
     Clock,
-    TimeError,
+    KeyState,
     due_timers,
     earliest,
     expire,
     fire_timer,
     parse_duration,
+    prefix_of_repr,
     to_ms,
 )
 from objectspace.storage.contract import OperatorInfo

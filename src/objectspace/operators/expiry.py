@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from objectspace.keyed import KeyState, fire_timer
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -15,8 +16,6 @@ from objectspace.operators._base import (
     _Operator,
     _row_times,
 )
-from objectspace.operators.state import KeyState
-from objectspace.operators.timing import fire_timer
 
 __all__ = ["expire_after"]
 

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from objectspace.keyed import KeyState
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -14,7 +15,6 @@ from objectspace.operators._base import (
     _field,
     _Operator,
 )
-from objectspace.operators.state import KeyState
 
 __all__ = ["top_k"]
 

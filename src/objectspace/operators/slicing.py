@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from objectspace.keyed import KeyState
 from objectspace.operators._base import KeyedOperator, Row, _check_int, _CountOperator
-from objectspace.operators.state import KeyState
 
 __all__ = ["skip", "take"]
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from objectspace.collections import PersistedSortedDict
+from objectspace.keyed import KeyState, from_ms, shared_dict, to_ms
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -30,8 +31,6 @@ from objectspace.operators._base import (
     _Operator,
     _row_times,
 )
-from objectspace.operators.state import KeyState, _shared_dict
-from objectspace.operators.timing import from_ms, to_ms
 
 __all__ = ["session_window", "sliding_window", "tumbling_window"]
 
@@ -127,7 +126,7 @@ class _SessionWindow(_TimeWindowed):
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         gap = self.gap
-        sessions, prefix = _shared_dict(state, _SESSIONS)
+        sessions, prefix = shared_dict(state, _SESSIONS)
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
         before = _open_sessions(state, sessions, prefix)
@@ -200,7 +199,7 @@ class _SessionWindow(_TimeWindowed):
 
     def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
         """:meth:`on_timer` with the timer's time in epoch ms (how the runner fires it)."""
-        sessions, prefix = _shared_dict(state, _SESSIONS)
+        sessions, prefix = shared_dict(state, _SESSIONS)
         open_ = _open_sessions(state, sessions, prefix)
         if not open_:
             return []

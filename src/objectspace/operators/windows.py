@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from objectspace.keyed import KeyState
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -13,7 +14,6 @@ from objectspace.operators._base import (
     _field,
     _Operator,
 )
-from objectspace.operators.state import KeyState
 
 __all__ = ["buffer", "window"]
 

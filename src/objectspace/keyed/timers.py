@@ -49,11 +49,11 @@ from objectspace.collections import (
     PersistedSortedSet,
     PersistedValue,
 )
-from objectspace.errors import ObjectSpaceError
+from objectspace.errors import ObjectSpaceError, TimeError
 from objectspace.space import ObjectSpace
 
 if TYPE_CHECKING:
-    from objectspace.operators.state import KeyState
+    from objectspace.keyed.state import KeyState
 
 __all__ = [
     "DUE_ID",
@@ -61,7 +61,6 @@ __all__ = [
     "TIME_MODES",
     "UNCLOCKED",
     "Clock",
-    "TimeError",
     "Timers",
     "drop_timers",
     "due_timers",
@@ -113,10 +112,6 @@ _UNITS = {
     "weeks": 604_800_000,
 }
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
-
-
-class TimeError(ObjectSpaceError, ValueError):
-    """Raised when a time, duration or time option is not one objectspace understands."""
 
 
 def parse_duration(value: object, what: str = "duration") -> int:

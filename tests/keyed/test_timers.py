@@ -13,14 +13,9 @@ from typing import Any
 import pytest
 
 from objectspace import operators as ops
-from objectspace.operators import Clock, KeyState, TimeError
-from objectspace.operators.timing import (
-    DUE_ID,
-    TIMERS_ID,
-    due_timers,
-    earliest,
-    parse_duration,
-)
+from objectspace.errors import TimeError
+from objectspace.keyed import DUE_ID, Clock, KeyState, due_timers, earliest, parse_duration
+from objectspace.keyed.timers import TIMERS_ID
 from objectspace.space import ObjectSpace
 from objectspace.testing import simulate
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from objectspace.operators import Clock, KeyState
-from objectspace.operators.timing import DUE_ID, earliest, expire
+from objectspace.keyed import DUE_ID, Clock, KeyState, earliest, expire
 from objectspace.space import ObjectSpace
 from objectspace.stores import MemoryStore
 from objectspace.testing import simulate

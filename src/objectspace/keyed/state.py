@@ -24,7 +24,7 @@ from objectspace.collections import (
     PersistedStack,
     PersistedValue,
 )
-from objectspace.operators.timing import (
+from objectspace.keyed.timers import (
     UNORDERED,
     Clock,
     Timers,
@@ -39,7 +39,7 @@ from objectspace.operators.timing import (
 )
 from objectspace.space import ObjectSpace
 
-__all__ = ["KeyState", "key_prefix"]
+__all__ = ["KeyState", "key_prefix", "prefix_of_repr", "shared_dict"]
 
 _T = TypeVar("_T", bound=PersistedObject)
 
@@ -48,10 +48,10 @@ _SHARED = "#shared/"
 
 
 _SHARED_IDS: dict[str, str] = {}
-"""The id of each shared dict name (see :func:`_shared_dict`)."""
+"""The id of each shared dict name (see :func:`shared_dict`)."""
 
 
-def _shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
+def shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
     """The key group's shared sorted dict ``name`` and this namespace's prefix: an
     operator whose keys each hold a few small entries keeps them there under keys
     ``(prefix, ...)`` (this key's entries are the range ``(prefix,)``..``(prefix +
@@ -101,7 +101,7 @@ class KeyState:
     """Persisted objects of one key (or of one operator's namespace within it).
 
     ``key`` and ``names`` (the namespace path) are what a timer registered here fires
-    with; ``clock`` is the batch's time (:class:`~objectspace.operators.timing.Clock`;
+    with; ``clock`` is the batch's time (:class:`~objectspace.keyed.Clock`;
     ``None``: no time, so TTL'd entries count from the first time the operator has and
     timers fire only when a time comes).
     """
@@ -272,7 +272,7 @@ class KeyState:
 
     def clear(self) -> None:
         """Delete every object of this namespace (nested namespaces too), its timers and its
-        entries in the key group's shared dicts (see :func:`_shared_dict`)."""
+        entries in the key group's shared dicts (see :func:`shared_dict`)."""
         space = self._space
         prefix = self._prefix
         for object_id in list(space):
