@@ -1,29 +1,15 @@
 """Segment-file checkpoint storage on any fsspec filesystem, with a SQL catalog.
 
-``codec`` is the block and file format; ``backend`` the :class:`SegmentBackend` (writing,
-reading and two-phase garbage collection of segment files). Needs
-``pip install 'objectspace[segments]'``.
+``format`` is the file format; ``backend`` the :class:`SegmentBackend` (writing and reading
+segment files), ``files`` how a local file is written and synced, ``gc`` the two-phase
+garbage collection of segment files, ``delegate`` the catalog operations passed on as they
+are. Needs ``pip install 'objectspace[segments]'``.
 """
 
 from __future__ import annotations
 
-from objectspace.storage.segments.backend import GCStats, SegmentBackend
-from objectspace.storage.segments.codec import (
-    END_MAGIC,
-    MAGIC,
-    MAGIC_V1,
-    block_heads,
-    decode_block,
-    encode_block,
-)
+from objectspace.storage.segments.backend import SegmentBackend
+from objectspace.storage.segments.format import END_MAGIC, MAGIC, MAGIC_V1
+from objectspace.storage.segments.gc import GCStats
 
-__all__ = [
-    "END_MAGIC",
-    "MAGIC",
-    "MAGIC_V1",
-    "GCStats",
-    "SegmentBackend",
-    "block_heads",
-    "decode_block",
-    "encode_block",
-]
+__all__ = ["END_MAGIC", "MAGIC", "MAGIC_V1", "GCStats", "SegmentBackend"]

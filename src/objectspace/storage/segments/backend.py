@@ -25,8 +25,7 @@ or operating-system crash can lose the newest checkpoints (those whose catalog c
 not reached the disk: see the SQLite catalog's ``synchronous``), never leave a committed
 checkpoint whose blocks did not: each segment file is on the disk before the catalog
 records it, whatever order the operating system writes its cache back in. That sync costs
-a file-system journal commit per checkpoint, 33 to 48 kB at the disk on ext4 (BENCHMARKS.md);
-``fsync=0`` saves it, and then a power failure can leave the newest committed checkpoint
+a file-system journal commit per checkpoint (BENCHMARKS.md); ``fsync=0`` saves it, and then a power failure can leave the newest committed checkpoint
 naming a segment that never reached the disk (restoring it raises
 :class:`~objectspace.CorruptStateError`). Object stores (S3) keep a file once its upload
 returns; HDFS as its own settings say.
@@ -36,30 +35,25 @@ storage (its folder and its catalog) reads and collects its own files, never the
 original's. Catalogs written by older versions (absolute paths) are migrated once, on
 first use.
 
-Garbage collection has two phases (so a reader that planned a restore before a reference
-disappeared can still finish): files that no write references are *stamped* with the
-time; a later pass deletes files stamped longer ago than a grace period. A referenced file
-is never deleted; an unreferenced one is deleted after at most two passes. Deleting moves
-the catalog row to a trash table, deletes the file, then empties the trash row: a pass that
-dies in between leaves the row, and the next pass deletes the file. The GC never deletes a
-path outside the storage root, whatever the catalog says (``..``, an absolute path, a
-symlink that leads out): it logs a warning and leaves it.
+Garbage collection has two phases (:mod:`objectspace.storage.segments.gc`). The GC never
+deletes a path outside the storage root, whatever the catalog says (``..``, an absolute
+path, a symlink that leads out): it logs a warning and leaves it.
 
 The block format is :mod:`objectspace.storage.blocks` (the same for every backend); the
-file format is in :mod:`objectspace.storage.segments.codec`.
+file format is in :mod:`objectspace.storage.segments.format`, the writing and syncing of
+local files in :mod:`objectspace.storage.segments.files`, and the catalog operations
+segment storage passes on as they are in :mod:`objectspace.storage.segments.delegate`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import logging
 import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
@@ -71,17 +65,16 @@ from objectspace.storage.blocks import (
     path_component,
     replay,
 )
-from objectspace.storage.contract import (
-    Backend,
-    CheckpointInfo,
-    OperatorInfo,
-    PendingPart,
-    RetentionStats,
-    StagedWrite,
-    WriteInfo,
-    WriteSummary,
+from objectspace.storage.contract import PendingPart, StagedWrite, WriteInfo
+from objectspace.storage.segments.delegate import CatalogDelegate
+from objectspace.storage.segments.files import (
+    fsync_path,
+    plain,
+    start_write_back,
+    write_new_file,
 )
-from objectspace.storage.segments.codec import MAGIC
+from objectspace.storage.segments.format import segment_file
+from objectspace.storage.segments.gc import GCStats, collect
 from objectspace.storage.sql.catalog import SegmentCatalog, SegmentPlacement, stage_parts
 from objectspace.storage.urls import redact_text, redact_url
 from objectspace.tables import TableChanges
@@ -98,30 +91,16 @@ __all__ = ["GCStats", "SegmentBackend"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class GCStats:
-    """What one garbage-collection pass did (or, dry run, would do)."""
-
-    stamped: int = 0
-    deleted: list[str] = field(default_factory=list)
-    bytes_deleted: int = 0
-    referenced: int = 0
-    dry_run: bool = False
-    refused: list[str] = field(default_factory=list)  # catalog paths outside the root
-
-
 LEVEL = 11
 """The default zstd level of segment storage's differential blocks: they are small (a key
-group's changes in one checkpoint), where level 9 writes about 1 % fewer bytes than level 3
-for little CPU (bench_segments: 1.22 MB -> 1.21 MB at 128 key groups), and level 11 0.35 %
-fewer than 9 (1,203,026 -> 1,198,846 bytes; 12 writes the same, 13 more) in the same wall
-time."""
+group's changes in one checkpoint), so a higher level writes fewer bytes for little CPU, up
+to this level (higher ones write no fewer)."""
 FULL_LEVEL = 3
 """The default zstd level of full blocks (first writes, compactions): large, where a higher
-level costs CPU for little (0.1 % of bench_segments' bytes). ``level=`` sets both."""
+level costs CPU for few bytes. ``level=`` sets both."""
 
 
-class SegmentBackend(Backend):
+class SegmentBackend(CatalogDelegate):
     """Segment files on an fsspec filesystem with a SQL catalog (see the module docstring).
 
     ``storage_options`` go to fsspec (e.g. ``endpoint_url`` for S3); in the URL, every
@@ -235,24 +214,7 @@ class SegmentBackend(Backend):
     def fault_hook(self, hook: Any) -> None:
         self.catalog.fault_hook = hook
 
-    def close(self) -> None:
-        self.catalog.close()
-
-    # -- delegated catalog operations -------------------------------------------------------
-
-    def ensure_operator(
-        self, job: str, operator: str, max_key_groups: int | None, schema_version: int | None
-    ) -> OperatorInfo:
-        return self.catalog.ensure_operator(job, operator, max_key_groups, schema_version)
-
-    def operator_info(self, job: str, operator: str) -> OperatorInfo | None:
-        return self.catalog.operator_info(job, operator)
-
-    def jobs(self) -> list[str]:
-        return self.catalog.jobs()
-
-    def operators(self, job: str) -> list[OperatorInfo]:
-        return self.catalog.operators(job)
+    # -- catalog operations that need the segment files -------------------------------------
 
     def commit(
         self,
@@ -293,30 +255,6 @@ class SegmentBackend(Backend):
         self._ready()
         return self.catalog.head_digests(job, operator, key_groups, as_of)
 
-    def fence(self, job: str) -> int:
-        return self.catalog.fence(job)
-
-    def epoch(self, job: str) -> int:
-        return self.catalog.epoch(job)
-
-    def writes_committed(self, write_ids: Sequence[int]) -> bool:
-        return self.catalog.writes_committed(write_ids)
-
-    def read_mark(self, job: str, name: str) -> str | None:
-        return self.catalog.read_mark(job, name)
-
-    def write_mark(self, job: str, name: str, value: str) -> None:
-        self.catalog.write_mark(job, name, value)
-
-    def write_summary(self, job: str) -> list[WriteSummary]:
-        return self.catalog.write_summary(job)
-
-    def last_checkpoint(self, job: str) -> int | None:
-        return self.catalog.last_checkpoint(job)
-
-    def checkpoints(self, job: str) -> list[CheckpointInfo]:
-        return self.catalog.checkpoints(job)
-
     def chains(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, list[WriteInfo]]:
@@ -329,9 +267,6 @@ class SegmentBackend(Backend):
     ) -> dict[int, tuple[int, int]]:
         self._ready()
         return self.catalog.heads(job, operator, key_groups, as_of)
-
-    def retain(self, job: str, keep_last: int) -> RetentionStats:
-        return self.catalog.retain(job, keep_last)
 
     # -- paths: relative in the catalog, inside the root on the filesystem -------------------
 
@@ -353,14 +288,14 @@ class SegmentBackend(Backend):
         if path.startswith(prefix):
             return path[len(prefix) :]
         parts = path.split("/")
-        if len(parts) > 3 and parts[-1].endswith(".seg") and _plain(parts[-3:]):
+        if len(parts) > 3 and parts[-1].endswith(".seg") and plain(parts[-3:]):
             return "/".join(parts[-3:])
         return path if path.startswith("/") else "/" + path
 
     def _full(self, path: str) -> str:
         """The filesystem path of a catalog path; :class:`CorruptStateError` when it is
         not a plain relative path (absolute, empty or ``.``/``..`` components)."""
-        if path.startswith("/") or not _plain(path.split("/")):
+        if path.startswith("/") or not plain(path.split("/")):
             raise CorruptStateError(
                 f"segment path {path!r} in the catalog of {self.root} is not inside the storage "
                 "root; objectspace neither reads nor deletes it"
@@ -474,16 +409,16 @@ class SegmentBackend(Backend):
     def _sync_segments(self, paths: set[str], checkpoint_id: int) -> None:
         """Sync the files ``paths`` (catalog paths) and their folders to the disk. Every
         file's write-back is started first, so that their blocks are allocated in one
-        file-system transaction, which the first sync commits: the Buffer workload saved
-        by 4 instances wrote 9.62 MB at the disk syncing file after file, 5.98 MB so."""
+        file-system transaction, which the first sync commits (rather than one transaction
+        per file)."""
         fulls = [self._full(path) for path in sorted(paths)]
         for full in fulls:
             with contextlib.suppress(OSError):
-                _start_write_back(full)
+                start_write_back(full)
         folders = sorted({os.path.dirname(full) for full in fulls})
         for what, path in [*(("segment", f) for f in fulls), *(("folder", f) for f in folders)]:
             try:
-                _fsync_path(path)
+                fsync_path(path)
             except OSError as exc:
                 raise StorageError(
                     f"cannot sync {what} {path!r} before committing checkpoint "
@@ -505,15 +440,10 @@ class SegmentBackend(Backend):
         the disk, unless ``fsync=0`` or not ``sync``: the file of pending writes, which the
         commit syncs); return its size and each block's (offset, length). A folder it
         creates is synced into its parent unless ``fsync=0``."""
-        offsets = []
-        offset = len(MAGIC)
-        for block in blocks:
-            offsets.append((offset, len(block)))
-            offset += len(block)
-        data = b"".join((MAGIC, *blocks))
+        data, offsets = segment_file(blocks)
         try:
             if self.local:
-                _write_new_file(path, data, sync and self.fsync, self.fsync)
+                write_new_file(path, data, sync and self.fsync, self.fsync)
             else:
                 fs = self.fs
                 fs.makedirs(os.path.dirname(path), exist_ok=True)
@@ -597,7 +527,7 @@ class SegmentBackend(Backend):
         """The bytes of a block in a segment file (a filesystem path, see :meth:`_located`)."""
         assert info.segment is not None
         inside = info.segment.startswith(self._base + "/")
-        if not inside or not _plain(info.segment[len(self._base) + 1 :].split("/")):
+        if not inside or not plain(info.segment[len(self._base) + 1 :].split("/")):
             raise CorruptStateError(
                 f"segment {info.segment!r} is not inside the storage root {self.root}"
             )
@@ -630,42 +560,8 @@ class SegmentBackend(Backend):
         pass forgot without deleting. ``dry_run`` changes nothing. Paths that would leave
         the storage root are never deleted: they are logged and listed in ``refused``."""
         when = time.time() if now is None else now
-        stats = GCStats(dry_run=dry_run)
         self._ready()
-        known = self.catalog.segments()
-        sizes = {p: b for p, b, _ in known}
-        trash = self.catalog.trashed_segments()
-        sizes.update(trash)
-        if dry_run:
-            referenced = self.catalog.referenced_segments()
-            fresh = [p for p, _, s in known if s is None and p not in referenced]
-            stats.stamped = len(fresh)
-            doomed = self.catalog.collectable_segments(grace_seconds, when)
-            if grace_seconds <= 0:  # a real pass would stamp and delete these at once
-                doomed = sorted({*doomed, *fresh})
-            for path in sorted({*doomed, *(p for p, _ in trash)}):
-                full = self._deletable(path)
-                if full is None:
-                    stats.refused.append(path)
-                else:
-                    stats.deleted.append(full)
-                    stats.bytes_deleted += sizes.get(path, 0)
-        else:
-            stats.stamped = self.catalog.stamp_unreferenced(when)
-            for path, _ in trash:  # forgotten by a pass that died before deleting
-                self._delete(path, sizes, stats)
-            collectable = []
-            for path in self.catalog.collectable_segments(grace_seconds, when):
-                if self._deletable(path) is None:
-                    stats.refused.append(path)
-                else:
-                    collectable.append(path)
-            # Forget first: if a reference appeared meanwhile, the file stays; and a writer
-            # still holding a reservation can no longer register it.
-            for path in self.catalog.forget_segments(collectable):
-                self._step("gc:forgotten")
-                self._delete(path, sizes, stats)
-        stats.referenced = len(self.catalog.referenced_segments())
+        stats = collect(self.catalog, self.fs, self._deletable, grace_seconds, dry_run, when)
         logger.info(
             "gc of %s%s: %s files deleted (%s bytes), %s refused, %s newly unreferenced, "
             "%s referenced",
@@ -679,107 +575,5 @@ class SegmentBackend(Backend):
         )
         return stats
 
-    def _step(self, step: str) -> None:
-        hook = self.catalog.fault_hook
-        if hook is not None:
-            hook(step)
-
-    def _delete(self, path: str, sizes: Mapping[str, int], stats: GCStats) -> None:
-        """Delete a forgotten segment's file (and the temporary twin that earlier versions
-        wrote it under first), then its trash row."""
-        full = self._deletable(path)
-        if full is None:
-            stats.refused.append(path)
-            return
-        fs = self.fs
-        for name in (full, full + ".tmp"):
-            with contextlib.suppress(FileNotFoundError):
-                fs.rm_file(name)
-        self.catalog.segment_deleted(path)
-        stats.deleted.append(full)
-        stats.bytes_deleted += sizes.get(path, 0)
-
 
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
-
-
-def _libc_sync_file_range() -> Any:
-    """Linux's ``sync_file_range`` through ctypes, or ``None`` where there is none."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        function = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
-_SYNC_FILE_RANGE = _libc_sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _start_write_back(path: str) -> None:
-    """Start writing ``path``'s cached pages to the disk, without waiting (a hint: where
-    ``sync_file_range`` is missing, nothing)."""
-    if _SYNC_FILE_RANGE is None:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-    finally:
-        os.close(fd)
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_folders(folder: str, sync: bool) -> None:
-    """``os.makedirs(folder, exist_ok=True)``; with ``sync``, each folder it creates is
-    synced into its parent (a new folder's name is in the parent's entries)."""
-    missing = []
-    while folder and not os.path.isdir(folder):
-        missing.append(folder)
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    for created in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
-            os.mkdir(created)
-        if sync:
-            _fsync_path(os.path.dirname(created))
-
-
-def _write_new_file(path: str, data: bytes, sync: bool, sync_folders: bool) -> None:
-    """Create ``path`` (never replacing a file already there) holding ``data``; with
-    ``sync``, the file and then its folder are synced to the disk before this returns; with
-    ``sync_folders``, each folder made for it is synced into its parent."""
-    folder = os.path.dirname(path)
-    _make_folders(folder, sync_folders)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        if sync:
-            _fsync_path(folder)
-    except BaseException:
-        with contextlib.suppress(OSError):  # a partial file: the GC would delete it, later
-            os.unlink(path)
-        raise
-
-
-def _plain(parts: Sequence[str]) -> bool:
-    """Whether path components are plain names (no empty, ``.`` or ``..`` component)."""
-    return all(part not in ("", ".", "..") for part in parts)
