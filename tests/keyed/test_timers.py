@@ -366,7 +366,7 @@ def test_timers_below_spark_on_a_space_with_an_explicit_clock():
     state.timers.register(20)
     KeyState.for_key(space, "u2", Clock("event", watermark=0)).timers.register(30)
     assert earliest(space) == 20
-    assert due_timers(space, 25) == [(20, state._prefix, "u1", ())]
+    assert due_timers(space, 25) == [(20, state.prefix, "u1", ())]
     assert [(w, k, n) for w, _, k, n in due_timers(space, 100)] == [
         (30, "u2", ()),
         (50, "u1", ("op",)),
@@ -463,9 +463,9 @@ def test_a_store_with_the_earlier_timers_by_key_set_is_read_and_the_set_dropped(
     due = space.create_sorted_set(DUE_ID)
     legacy = space.create_sorted_set(TIMERS_ID)
     for state, when, live in ((a, 10, True), (a, 20, False), (b, 15, True)):
-        due.add((when, "t", state._prefix, state.key, ()))
+        due.add((when, "t", state.prefix, state.key, ()))
         if live:
-            legacy.add((state._prefix, when))
+            legacy.add((state.prefix, when))
     assert [ms(t) for t in a.timers.list()] == [10]
     assert TIMERS_ID not in space
     fired = [(when, key) for when, _, key, _ in due_timers(space, 100)]

@@ -3,6 +3,8 @@
 A stateful function ``fn(key, rows, state)`` gets a :class:`KeyState` whose objects are
 created on first use and live in the object space of the key's key group, under ids
 ``<key>/<name>``, so every key's state is checkpointed by what changed, slot by slot.
+A :class:`KeyRef` is where such a namespace lives (space, id prefix, key, namespace path,
+clock): what the timers and the TTL'd views of the namespace work with.
 """
 
 from __future__ import annotations
@@ -24,22 +26,12 @@ from objectspace.collections import (
     PersistedStack,
     PersistedValue,
 )
-from objectspace.keyed.timers import (
-    UNORDERED,
-    Clock,
-    Timers,
-    TtlDict,
-    TtlList,
-    TtlQueue,
-    TtlSet,
-    TtlValue,
-    drop_timers,
-    from_ms,
-    parse_duration,
-)
+from objectspace.keyed.clock import Clock, from_ms, parse_duration
+from objectspace.keyed.timers import Timers, drop_timers
+from objectspace.keyed.ttl import UNORDERED, TtlDict, TtlList, TtlQueue, TtlSet, TtlValue
 from objectspace.space import ObjectSpace
 
-__all__ = ["KeyState", "key_prefix", "prefix_of_repr", "shared_dict"]
+__all__ = ["KeyRef", "KeyState", "key_prefix", "prefix_of_repr", "shared_dict"]
 
 _T = TypeVar("_T", bound=PersistedObject)
 
@@ -51,9 +43,9 @@ _SHARED_IDS: dict[str, str] = {}
 """The id of each shared dict name (see :func:`shared_dict`)."""
 
 
-def shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
-    """The key group's shared sorted dict ``name`` and this namespace's prefix: an
-    operator whose keys each hold a few small entries keeps them there under keys
+def shared_dict(ref: KeyRef, name: str) -> tuple[PersistedSortedDict, str]:
+    """The key group's shared sorted dict ``name`` and the prefix of the namespace ``ref``:
+    an operator whose keys each hold a few small entries keeps them there under keys
     ``(prefix, ...)`` (this key's entries are the range ``(prefix,)``..``(prefix +
     "\\x00",)``) instead of in an object per key, so a key's first entry or its last one
     deleted writes one row, not an object created or deleted (its index row and its
@@ -64,13 +56,13 @@ def shared_dict(state: KeyState, name: str) -> tuple[PersistedSortedDict, str]:
         object_id = _SHARED + _escape(name)
         if len(_SHARED_IDS) < 256:  # operators' own names: a handful
             _SHARED_IDS[name] = object_id
-    space = state._space
+    space = ref.space
     found = space.find(object_id)
     if type(found) is PersistedSortedDict:
-        return found, state._prefix
+        return found, ref.prefix
     if found is None:
-        return space.create_sorted_dict(object_id), state._prefix
-    return space.get_sorted_dict(object_id), state._prefix  # raises WrongKindError
+        return space.create_sorted_dict(object_id), ref.prefix
+    return space.get_sorted_dict(object_id), ref.prefix  # raises WrongKindError
 
 
 def _escape(name: str) -> str:
@@ -97,16 +89,26 @@ def prefix_of_repr(text: str) -> str:
     return _escape(text) + "/"
 
 
-class KeyState:
-    """Persisted objects of one key (or of one operator's namespace within it).
+class KeyRef:
+    """Where one key's state namespace lives, and what its timers fire with.
 
-    ``key`` and ``names`` (the namespace path) are what a timer registered here fires
-    with; ``clock`` is the batch's time (:class:`~objectspace.keyed.Clock`;
-    ``None``: no time, so TTL'd entries count from the first time the operator has and
-    timers fire only when a time comes).
+    ``space``: the key group's object space; ``prefix``: the id prefix of the namespace's
+    objects (:func:`key_prefix` of the key, then one ``<name>/`` per nested namespace);
+    ``key`` and ``names`` (the namespace path from the key's root): what a timer
+    registered here fires with; ``clock``: the batch's time (``None``: no time, so TTL'd
+    entries count from the first time the operator has and timers fire only when a time
+    comes). :class:`Timers` and the TTL'd views work with these public fields only; a
+    :class:`KeyState` is a ``KeyRef``, so it costs no second object per key. The fields are
+    fixed for the reference's life: do not assign them.
     """
 
-    __slots__ = ("_clock", "_key", "_names", "_prefix", "_space")
+    __slots__ = ("clock", "key", "names", "prefix", "space")
+
+    space: ObjectSpace
+    prefix: str
+    key: Any
+    names: tuple[str, ...]
+    clock: Clock | None
 
     def __init__(
         self,
@@ -116,25 +118,29 @@ class KeyState:
         names: tuple[str, ...] = (),
         clock: Clock | None = None,
     ) -> None:
-        self._space = space
-        self._prefix = prefix
-        self._key = key
-        self._names = names
-        self._clock = clock
+        self.space = space
+        self.prefix = prefix
+        self.key = key
+        self.names = names
+        self.clock = clock
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.prefix!r}>"
+
+
+class KeyState(KeyRef):
+    """Persisted objects of one key (or of one operator's namespace within it).
+
+    Its :class:`KeyRef` fields say where they live: ``space`` (the key group's object
+    space), ``key``, ``names`` (the namespace path), ``clock`` (the batch's
+    :class:`~objectspace.keyed.Clock`, or ``None``).
+    """
+
+    __slots__ = ()
 
     @classmethod
     def for_key(cls, space: ObjectSpace, key: Any, clock: Clock | None = None) -> KeyState:
         return cls(space, key_prefix(key), key, (), clock)
-
-    @property
-    def key(self) -> Any:
-        """The key this state belongs to."""
-        return self._key
-
-    @property
-    def clock(self) -> Clock | None:
-        """The time this batch runs with (``None``: none)."""
-        return self._clock
 
     @property
     def timers(self) -> Timers:
@@ -146,31 +152,23 @@ class KeyState:
     def watermark(self) -> datetime | None:
         """The watermark this batch runs with (aware UTC), ``None`` before the first one
         or outside event time."""
-        clock = self._clock
+        clock = self.clock
         return None if clock is None or clock.watermark is None else from_ms(clock.watermark)
 
     @property
     def batch_time(self) -> datetime | None:
         """This batch's processing time (aware UTC; the same when the batch is replayed)."""
-        clock = self._clock
+        clock = self.clock
         return None if clock is None or clock.batch_time is None else from_ms(clock.batch_time)
-
-    def _raw_id(self, suffix: str) -> str:
-        return self._prefix + suffix
-
-    @property
-    def space(self) -> ObjectSpace:
-        """The key group's object space that holds this state."""
-        return self._space
 
     def namespace(self, name: str) -> KeyState:
         """A nested namespace (used by ``operators.chain`` to keep operators apart)."""
         return KeyState(
-            self._space,
-            f"{self._prefix}{_escape(name)}/",
-            self._key,
-            (*self._names, name),
-            self._clock,
+            self.space,
+            f"{self.prefix}{_escape(name)}/",
+            self.key,
+            (*self.names, name),
+            self.clock,
         )
 
     def path(self, names: tuple[str, ...]) -> KeyState:
@@ -181,11 +179,11 @@ class KeyState:
         return state
 
     def _id(self, name: str) -> str:
-        return self._prefix + _escape(name)
+        return self.prefix + _escape(name)
 
     def _get(self, name: str, cls: type[_T], create: Any) -> _T:
-        object_id = self._prefix + _escape(name)
-        space = self._space
+        object_id = self.prefix + _escape(name)
+        space = self.space
         if object_id in space:
             obj = space.get(object_id)
             if type(obj) is not cls:
@@ -198,16 +196,17 @@ class KeyState:
         timedelta or a str like ``"1 hour"``) a view whose value reads ``default`` again
         ``ttl`` after its last write."""
         if ttl is not None:
-            return TtlValue(self, name, default, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
-        return self._get(name, PersistedValue, lambda i: self._space.create_value(i, default))
+            ms = parse_duration(ttl, "ttl")
+            return TtlValue(self, self._id(name), default, ms)  # type: ignore[return-value]
+        return self._get(name, PersistedValue, lambda i: self.space.create_value(i, default))
 
     def array(self, name: str, length: int, fill: Any = None) -> PersistedArray:
         """A fixed-length array, created with every slot ``fill``."""
-        return self._get(name, PersistedArray, lambda i: self._space.create_array(i, length, fill))
+        return self._get(name, PersistedArray, lambda i: self.space.create_array(i, length, fill))
 
     def list(self, name: str, ttl: Any = None) -> PersistedList:
         """A persisted list (``ttl``: each element expires ``ttl`` after its last write)."""
-        obj = self._get(name, PersistedList, self._space.create_list)
+        obj = self._get(name, PersistedList, self.space.create_list)
         if ttl is not None:
             return TtlList(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return obj
@@ -215,66 +214,66 @@ class KeyState:
     def queue(self, name: str, ttl: Any = None) -> PersistedQueue:
         """A persisted queue (``ttl``: elements expire ``ttl`` after they were enqueued,
         from the front)."""
-        obj = self._get(name, PersistedQueue, self._space.create_queue)
+        obj = self._get(name, PersistedQueue, self.space.create_queue)
         if ttl is not None:
             return TtlQueue(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return obj
 
     def stack(self, name: str) -> PersistedStack:
-        return self._get(name, PersistedStack, self._space.create_stack)
+        return self._get(name, PersistedStack, self.space.create_stack)
 
     def linked_list(self, name: str) -> PersistedLinkedList:
-        return self._get(name, PersistedLinkedList, self._space.create_linked_list)
+        return self._get(name, PersistedLinkedList, self.space.create_linked_list)
 
     def set(self, name: str, ttl: Any = None) -> PersistedSet:
         """A persisted set (``ttl``: each element expires ``ttl`` after it was last added)."""
-        obj = self._get(name, PersistedSet, self._space.create_set)
+        obj = self._get(name, PersistedSet, self.space.create_set)
         if ttl is not None:
             return TtlSet(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return obj
 
     def sorted_set(self, name: str, ttl: Any = None) -> PersistedSortedSet:
         """A persisted sorted set (``ttl``: per element, as :meth:`set`)."""
-        obj = self._get(name, PersistedSortedSet, self._space.create_sorted_set)
+        obj = self._get(name, PersistedSortedSet, self.space.create_sorted_set)
         if ttl is not None:
             return TtlSet(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return obj
 
     def dict(self, name: str, ttl: Any = None) -> PersistedDict:
         """A persisted dict (``ttl``: each entry expires ``ttl`` after its last write)."""
-        obj = self._get(name, PersistedDict, self._space.create_dict)
+        obj = self._get(name, PersistedDict, self.space.create_dict)
         if ttl is not None:
             return TtlDict(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return obj
 
     def sorted_dict(self, name: str, ttl: Any = None) -> PersistedSortedDict:
         """A persisted sorted dict (``ttl``: per entry, as :meth:`dict`)."""
-        obj = self._get(name, PersistedSortedDict, self._space.create_sorted_dict)
+        obj = self._get(name, PersistedSortedDict, self.space.create_sorted_dict)
         if ttl is not None:
             return TtlDict(self, obj, parse_duration(ttl, "ttl"))  # type: ignore[return-value]
         return obj
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and bool(name) and self._id(name) in self._space
+        return isinstance(name, str) and bool(name) and self._id(name) in self.space
 
     def delete(self, name: str) -> None:
         """Delete one object (``KeyError`` if it does not exist), and its TTL record."""
         object_id = self._id(name)
-        self._space.delete(object_id)
+        self.space.delete(object_id)
         for suffix in ("%ttl", UNORDERED):
-            if object_id + suffix in self._space:
-                self._space.delete(object_id + suffix)
+            if object_id + suffix in self.space:
+                self.space.delete(object_id + suffix)
 
     def ids(self) -> Iterator[str]:
         """Ids of every object of this namespace, nested ones included. O(objects in space)."""
-        prefix = self._prefix
-        return (i for i in self._space if i.startswith(prefix))
+        prefix = self.prefix
+        return (i for i in self.space if i.startswith(prefix))
 
     def clear(self) -> None:
         """Delete every object of this namespace (nested namespaces too), its timers and its
         entries in the key group's shared dicts (see :func:`shared_dict`)."""
-        space = self._space
-        prefix = self._prefix
+        space = self.space
+        prefix = self.prefix
         for object_id in list(space):
             if object_id.startswith(prefix):
                 space.delete(object_id)
@@ -283,6 +282,3 @@ class KeyState:
                 for at in list(shared.irange((prefix,), (prefix + "\U0010ffff",))):
                     del shared[at]
         drop_timers(space, prefix)
-
-    def __repr__(self) -> str:
-        return f"<KeyState {self._prefix!r}>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, TypeAlias
 
 from objectspace.errors import TimeError
@@ -158,6 +159,28 @@ class _Operator:
         return f"{self.name}({', '.join(self._args())})"
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        raise NotImplementedError
+
+
+class _TimedOperator(_Operator):
+    """An operator that registers timers in its own namespace. It implements the timer
+    contract (:class:`~objectspace.keyed.TimerHandler`) by its :meth:`_on_timer_ms`, and
+    offers the users' form ``on_timer(key, when, state)`` for calling it by hand."""
+
+    __slots__ = ()
+
+    def handle_timer(
+        self, key: Any, names: tuple[str, ...], when_ms: int, state: KeyState
+    ) -> list[Row]:
+        return self._on_timer_ms(key, when_ms, state.path(names) if names else state)
+
+    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+        """The output rows of this operator's timer at ``when``, ``state`` being the
+        namespace the operator runs in."""
+        return self._on_timer_ms(key, to_ms(when), state)
+
+    def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
+        """What the timer at ``when`` (epoch ms) of ``state``'s namespace does."""
         raise NotImplementedError
 
 

@@ -29,10 +29,12 @@ class _Chain(_Operator):
             current = list(op(key, current, state.namespace(str(i))))
         return current
 
-    def fire_timer(self, key: Any, names: tuple[str, ...], when: int, state: KeyState) -> list[Row]:
+    def handle_timer(
+        self, key: Any, names: tuple[str, ...], when: int, state: KeyState
+    ) -> list[Row]:
         """A timer that operator ``names[0]`` registered fired: that operator handles it
-        (its ``on_timer``, or its own routing), and its output rows run through the
-        operators after it, as rows do."""
+        (by the timer contract, :func:`~objectspace.keyed.fire_timer`), and its output
+        rows run through the operators after it, as rows do."""
         if not names or not names[0].isdigit() or int(names[0]) >= len(self.ops):
             raise ValueError(f"{self!r}: a timer of key {key!r} names no operator: {names!r}")
         i = int(names[0])

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from objectspace.keyed import KeyState, to_ms
+from objectspace.keyed import KeyState
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -17,6 +17,7 @@ from objectspace.operators._base import (
     _format_duration,
     _hashable,
     _row_times,
+    _TimedOperator,
 )
 
 __all__ = ["dedup", "distinct", "distinct_until_changed"]
@@ -67,7 +68,7 @@ def distinct(by: str | None = None, ttl: Any = None) -> KeyedOperator:
 
     With ``ttl`` (a ``timedelta`` or a string like ``"1 day"``) a value is forgotten
     ``ttl`` after it was emitted, in the operator's time (the watermark in event mode, the
-    batch time otherwise: the TTL of :class:`~objectspace.operators.KeyState`), and is
+    batch time otherwise: the TTL of :class:`~objectspace.keyed.KeyState`), and is
     emitted again when it comes back after that; a duplicate does not extend the period.
     Example: ``distinct(by="url", ttl="1 hour")``.
 
@@ -115,7 +116,7 @@ def distinct_until_changed(by: str | None = None) -> KeyedOperator:
     return _DistinctUntilChanged(_check_optional_column("distinct_until_changed", "by", by))
 
 
-class _Dedup(_ByOperator):
+class _Dedup(_ByOperator, _TimedOperator):
     __slots__ = ("time", "ttl")
     name = "dedup"
 
@@ -154,11 +155,11 @@ class _Dedup(_ByOperator):
             out.append(row)
         return out
 
-    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+    def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
         """Forget the values whose period ended at or before ``when``."""
         if "expiry" not in state:
             return []
-        now = to_ms(when)
+        now = when
         seen = state.dict("seen")
         expiry = state.dict("expiry")
         for at in [at for at in expiry if at <= now]:

@@ -56,7 +56,7 @@ class _ExpireAfter(_Operator):
             expires.value = at
         return out
 
-    def fire_timer(
+    def handle_timer(
         self, key: Any, names: tuple[str, ...], when: int, state: KeyState
     ) -> Iterable[Mapping[str, Any]]:
         """Route a timer: this operator's own (namespace ``()``) expires the key; one of
@@ -85,7 +85,7 @@ def expire_after(ttl: Any, op: KeyedOperator, *, time: str | None = None) -> Key
     column, or column ``time``), the batch time otherwise; the key's
     state expires when the watermark (or batch time) reaches ``ttl`` after the latest of
     them, and a key that comes back later starts afresh. ``ttl`` is a ``timedelta`` or a
-    string like ``"30 days"``. ``op``'s own timers still reach its ``on_timer``. Example::
+    string like ``"30 days"``. ``op``'s own timers still reach ``op``. Example::
 
         expire_after("1 hour", ops.chain(ops.take(10), ops.aggregate("sum")))
 

@@ -7,7 +7,7 @@ sliding_window), ``expiry`` (expire_after), ``ranking`` (top_k), ``combining`` (
 ``chaining`` (chain); what they share is in ``_base``. This module gathers them.
 
 An operator is a callable ``op(key, rows, state) -> rows``: ``rows`` are this key's rows of
-one batch (dicts, in order), ``state`` is the key's :class:`~objectspace.operators.KeyState`,
+one batch (dicts, in order), ``state`` is the key's :class:`~objectspace.keyed.KeyState`,
 and the result is the list of output rows (dicts). Output rows do not carry the key; the
 runner adds the key column(s) to rows that lack them. Operators are called once per batch
 for every key that has rows, so their output over all batches must not depend on where the

@@ -15,7 +15,6 @@ registration.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from objectspace.collections import PersistedSortedDict
@@ -28,8 +27,8 @@ from objectspace.operators._base import (
     _check_duration,
     _check_optional_column,
     _format_duration,
-    _Operator,
     _row_times,
+    _TimedOperator,
 )
 
 __all__ = ["session_window", "sliding_window", "tumbling_window"]
@@ -47,7 +46,7 @@ def _check_aggs(op: str, aggs: object) -> tuple[str, ...]:
     return names
 
 
-class _TimeWindowed(_Operator):
+class _TimeWindowed(_TimedOperator):
     """What the three window operators share: the aggregates and the emitted row."""
 
     __slots__ = ("aggs", "needs", "time", "value")
@@ -181,7 +180,7 @@ class _SessionWindow(_TimeWindowed):
     def _arm(state: KeyState, first: int | None) -> None:
         """Keep one timer at or before the earliest session end ``first``.
 
-        A session that grows keeps its timer: when it fires early, :meth:`on_timer` arms
+        A session that grows keeps its timer: when it fires early, :meth:`_on_timer_ms` arms
         the next one. So a batch that extends a session writes its dict entry only, not a
         timer delete and register each time its end moves."""
         timers = state.timers
@@ -192,13 +191,9 @@ class _SessionWindow(_TimeWindowed):
             timers.delete(t)
         timers.register(first)
 
-    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+    def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
         """Emit (and forget) the key's sessions that the watermark reached (end at or before
         it), and arm the timer of the next one."""
-        return self._on_timer_ms(key, to_ms(when), state)
-
-    def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
-        """:meth:`on_timer` with the timer's time in epoch ms (how the runner fires it)."""
         sessions, prefix = shared_dict(state, _SESSIONS)
         open_ = _open_sessions(state, sessions, prefix)
         if not open_:
@@ -229,8 +224,9 @@ def _earliest_end(sessions: dict[int, list[Any]]) -> int:
 
 # session_window keeps every key's open sessions in the key group's shared dict
 # ``_SESSIONS``: (key state prefix, start) -> [end - start, count, sum] (+ [min, max] when
-# an aggregate needs them; the length, a smaller int than the end, encodes shorter). Stores written by earlier versions hold a dict ``_LEGACY`` per
-# key instead (start -> [end, count, sum, min, max]), moved over when the key is next used.
+# an aggregate needs them; the length, a smaller int than the end, encodes shorter). A key
+# may instead hold a dict ``_LEGACY`` (start -> [end, count, sum, min, max]), as older
+# stores kept sessions per key: it is moved into the shared dict when the key is next used.
 _SESSIONS = "session_window"
 _LEGACY = "sessions"
 
@@ -239,7 +235,7 @@ def _open_sessions(
     state: KeyState, sessions: PersistedSortedDict, prefix: str
 ) -> dict[int, list[Any]]:
     """The key's open sessions: start -> [end, count, sum, min, max]."""
-    if state._prefix + _LEGACY in state._space:  # ``_LEGACY in state``, inline
+    if state.prefix + _LEGACY in state.space:  # ``_LEGACY in state``, inline
         for start, entry in state.dict(_LEGACY).items():
             sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
         state.delete(_LEGACY)
@@ -331,11 +327,11 @@ class _FixedWindow(_TimeWindowed):
             windows[s] = entry
         return []
 
-    def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[Row]:
+    def _on_timer_ms(self, key: Any, when: int, state: KeyState) -> list[Row]:
         """Emit (and forget) the key's windows whose end is at or before ``when``."""
         if "windows" not in state:
             return []
-        now, size = to_ms(when), self.size
+        now, size = when, self.size
         windows = state.dict("windows")
         out = []
         for start in sorted(s for s in windows if s + size <= now):
