@@ -1,10 +1,9 @@
-"""The package layout: old module paths keep working (with a DeprecationWarning), each
-backend is imported only when its URL scheme is opened, and the lower layers import neither
-pyspark nor rich nor argparse."""
+"""The package layout: names import from their homes without a warning, each backend is
+imported only when its URL scheme is opened, and the lower layers import neither pyspark nor
+rich nor argparse."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import warnings
@@ -14,46 +13,6 @@ import pytest
 import objectspace as osp
 from objectspace.storage import open_backend
 
-SHIMS = {
-    "objectspace.storage.base": {
-        "CheckpointKind": "objectspace.tables",
-        "DELETED": "objectspace.tables",
-        "StateWriter": "objectspace.tables",
-        "Store": "objectspace.stores",
-    },
-    "objectspace.storage.versioned": {"Backend": "objectspace.storage.contract"},
-    "objectspace.storage.memory": {"MemoryStore": "objectspace.stores"},
-    "objectspace.storage.sqlite_backend": {"SQLiteBackend": "objectspace.storage.sqlite"},
-    "objectspace.storage.postgres_backend": {"PostgresBackend": "objectspace.storage.postgresql"},
-}
-
-
-@pytest.mark.parametrize("old", sorted(SHIMS))
-def test_old_module_warns_and_reexports(old: str) -> None:
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=old.replace(".", r"\.")):
-        module = importlib.import_module(old)
-    for name, home in SHIMS[old].items():
-        assert getattr(module, name) is getattr(importlib.import_module(home), name)
-
-
-@pytest.mark.parametrize(
-    ("package", "name", "home"),
-    [
-        ("objectspace.storage", "SQLiteStore", "objectspace.stores"),
-        ("objectspace.storage", "WriterStatus", "objectspace.tables"),
-        ("objectspace.storage.sqlite", "SQLiteStore", "objectspace.stores"),
-        ("objectspace.storage.sqlite", "connect_sqlite", "objectspace.storage.sql.sqlite_files"),
-    ],
-)
-def test_moved_name_warns_and_resolves(package: str, name: str, home: str) -> None:
-    module = importlib.import_module(package)
-    vars(module).pop(name, None)
-    with pytest.warns(DeprecationWarning, match=name):
-        value = getattr(module, name)
-    assert value is getattr(importlib.import_module(home), name)
-    assert not hasattr(module, "no_such_name")
-
 
 def test_new_homes_do_not_warn() -> None:
     with warnings.catch_warnings():
@@ -61,7 +20,7 @@ def test_new_homes_do_not_warn() -> None:
         from objectspace.inspection import open_existing  # noqa: F401
         from objectspace.spark import read_state  # noqa: F401
         from objectspace.storage import Backend, redact_url  # noqa: F401
-        from objectspace.stores import MemoryStore, SQLiteStore, Store  # noqa: F401
+        from objectspace.storage.stores import MemoryStore, SQLiteStore, Store  # noqa: F401
         from objectspace.tables import DELETED, CheckpointKind, StateWriter  # noqa: F401
     assert osp.Store is Store and osp.SQLiteStore is SQLiteStore
 

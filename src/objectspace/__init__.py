@@ -59,7 +59,7 @@ from objectspace.serialization import (
     Serializer,
 )
 from objectspace.space import ObjectSpace
-from objectspace.stores import MemoryStore, SQLiteStore, Store
+from objectspace.storage.stores import MemoryStore, SQLiteStore, Store
 from objectspace.tables import CheckpointKind, StateReader, StateWriter, WriteStats
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ import pytest
 
 from objectspace.keyed import DUE_ID, Clock, KeyState, earliest, expire
 from objectspace.space import ObjectSpace
-from objectspace.stores import MemoryStore
+from objectspace.storage.stores import MemoryStore
 from objectspace.testing import simulate
 
 TTL = 6

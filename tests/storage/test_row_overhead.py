@@ -7,7 +7,7 @@ from pathlib import Path
 import objectspace as osp
 from objectspace import tables
 from objectspace.storage import sql as sql_storage
-from objectspace.stores import sqlite as sqlite_store
+from objectspace.storage.stores import sqlite as sqlite_store
 
 
 def test_one_row_overhead() -> None:

@@ -432,7 +432,7 @@ def test_sqlite_store_writes_one_block_per_commit(tmp_path: Path) -> None:
 def test_sqlite_store_compacts_its_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Differential blocks that outweigh the snapshot are compacted into a new snapshot,
     which replaces the chain; a FULL checkpoint does too."""
-    from objectspace.stores import sqlite as sqlite_store
+    from objectspace.storage.stores import sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "COMPACT_MIN_BYTES", 0)
     monkeypatch.setattr(sqlite_store, "MAX_CHAIN", 4)
@@ -492,7 +492,7 @@ def test_sqlite_store_page_sizes(tmp_path: Path) -> None:
     """A new store file gets the store's small pages (its rows are whole blocks); other SQLite
     files get the shared default; an existing file keeps its own."""
     from objectspace.storage.sql import sqlite_files
-    from objectspace.stores import sqlite as sqlite_store
+    from objectspace.storage.stores import sqlite as sqlite_store
 
     store = osp.SQLiteStore(tmp_path / "space.db")
     assert store.connection.execute("PRAGMA page_size").fetchone() == (sqlite_store.PAGE_SIZE,)
@@ -512,7 +512,7 @@ def test_sqlite_store_compaction_does_not_change_bytes_written(
     """``bytes_written`` counts what the checkpoint changed, the same as MemoryStore's plus
     the row overhead, whether or not the commit compacts the chain into a snapshot."""
     from objectspace import tables
-    from objectspace.stores import sqlite as sqlite_store
+    from objectspace.storage.stores import sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "COMPACT_MIN_BYTES", 0)
     monkeypatch.setattr(sqlite_store, "MAX_CHAIN", 2)

@@ -16,7 +16,7 @@ import time
 
 from objectspace.serialization import JsonSerializer
 from objectspace.space import ObjectSpace
-from objectspace.stores import MemoryStore, SQLiteStore
+from objectspace.storage.stores import MemoryStore, SQLiteStore
 from objectspace.tables import CheckpointKind
 
 __all__ = ["run_demo"]

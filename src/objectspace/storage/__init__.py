@@ -3,20 +3,15 @@
 :func:`open_backend` is the registry: it picks the backend by URL scheme and imports its
 subpackage lazily (``sqlite`` for ``sqlite:///`` and ``memory://``, ``postgresql``,
 ``segments``). ``contract`` is what every backend implements (:class:`Backend`); ``sql`` is
-a library shared by the SQL backends and segment storage's catalog, not a backend.
-
-The names this package exported before the table contract moved to :mod:`objectspace.tables`
-and the one-space stores to :mod:`objectspace.stores` still resolve here, with a
-``DeprecationWarning``.
+a library shared by the SQL backends and segment storage's catalog, not a backend;
+``blocks`` the one block format of every backend. ``stores`` holds the one-space,
+unversioned stores (:class:`~objectspace.MemoryStore`, :class:`~objectspace.SQLiteStore`).
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from objectspace.errors import StorageError
@@ -45,20 +40,6 @@ __all__ = [
     "redact_text",
     "redact_url",
 ]
-
-_MOVED = {
-    "DELETED": "objectspace.tables",
-    "CheckpointKind": "objectspace.tables",
-    "DictReader": "objectspace.tables",
-    "StateReader": "objectspace.tables",
-    "StateWriter": "objectspace.tables",
-    "TableChanges": "objectspace.tables",
-    "WriteStats": "objectspace.tables",
-    "WriterStatus": "objectspace.tables",
-    "Store": "objectspace.stores",
-    "MemoryStore": "objectspace.stores",
-    "SQLiteStore": "objectspace.stores",
-}
 
 
 @contextmanager
@@ -144,18 +125,3 @@ def open_backend(url: str, *, _catalog: bool = False) -> Backend:
         "sqlite:///, postgresql://, or a filesystem URL such as file:// or s3:// with "
         "?catalog=<sqlite or postgresql URL>)"
     )
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved out of this package, with a ``DeprecationWarning``."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"objectspace.storage.{name} moved: import it from {home}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value

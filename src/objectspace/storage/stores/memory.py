@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from objectspace.stores.base import Store
+from objectspace.storage.stores.base import Store
 from objectspace.tables import (
     DELETED,
     CheckpointKind,

@@ -3,17 +3,16 @@
 Each commit appends one row to ``space_blocks``: the commit's edits of every table, encoded
 as one compressed, checksummed block (the format of every checkpoint block, :mod:`objectspace.storage.blocks`). Appended rows land
 at the end of the table's B-tree, so a commit writes the block's pages and the few pages on
-the path to them, whatever the size of the state; rewriting rows scattered through a B-tree
-(the previous format) dirtied a page per edited row. A reader replays the chain: the last
+the path to them, whatever the size of the state, where rewriting rows scattered through a
+B-tree would dirty a page per edited row. A reader replays the chain: the last
 full block (a snapshot) and the differential blocks after it. When the differential blocks
 outweigh the snapshot :data:`COMPACT_RATIO` times (and :data:`COMPACT_MIN_BYTES`), or the
 chain grows longer than :data:`MAX_CHAIN`, the commit writes a new snapshot instead and
 deletes the chain, so the bytes written stay proportional to the bytes changed and a
 restore reads at most about ``COMPACT_RATIO + 1`` times the snapshot (or
 ``COMPACT_MIN_BYTES`` more). A block that fails its checksum raises
-:class:`~objectspace.CorruptStateError`; so does a missing block of a chain. A store of the
-previous format (schema version 1, a row per entry) is converted the first time it is
-opened. The store pickles as its path and reconnects lazily.
+:class:`~objectspace.CorruptStateError`; so does a missing block of a chain. A store of an
+older format (``docs/formats.md``) is converted the first time it is opened. The store pickles as its path and reconnects lazily.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from objectspace.errors import CorruptStateError, StorageError
 from objectspace.storage import forks
 from objectspace.storage.blocks import decode_block, encode_block
 from objectspace.storage.sql.sqlite_files import check_sqlite_file, connect_sqlite
-from objectspace.stores.base import Store
+from objectspace.storage.stores.base import Store
 from objectspace.tables import (
     DELETED,
     ROW_OVERHEAD,
@@ -50,7 +49,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 2
-"""The store's format: 2 = a block per commit; 1 = a row per entry (converted on open)."""
+"""The store's format (``docs/formats.md``); an older one is converted on open."""
 
 COMPACT_MIN_BYTES = 32 << 20
 """Differential blocks below this many bytes in all are never compacted into a snapshot."""
@@ -60,7 +59,6 @@ MAX_CHAIN = 256
 
 COMPACT_RATIO = 4
 """Differential blocks are compacted into a snapshot when they outweigh it this many times."""
-"""At most this many differential blocks follow a snapshot."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS space_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,12 +73,10 @@ CREATE TABLE IF NOT EXISTS space_blocks (
 PAGE_SIZE = 1024
 """The page size of a new store file. A commit appends one block, written as its pages plus
 a few pages on the path to it (the leaf, page 1): the smaller the page, the fewer bytes
-around the block. Measured at the disk (a loop-mounted ext4 volume), the Buffer workload
-wrote 2.05 MB with 1 KiB pages, 2.28 MB with 2 KiB, 2.54 MB with 4 KiB, 3.07 MB with 8 KiB
-and 4.18 MB with 16 KiB, and reading 4,200,000 entries took as long with 1 KiB as with
-4 KiB pages. A file created with another page size keeps it."""
+around the block, and reads are no slower than with larger pages. A file created with
+another page size keeps it."""
 
-_HALF = 1 << 31  # version 1 stored CRC-32 checksums minus 2**31
+_HALF = 1 << 31  # the row-per-entry format stored CRC-32 checksums minus 2**31
 _crc32 = zlib.crc32
 
 
