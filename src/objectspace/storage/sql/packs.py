@@ -1,13 +1,12 @@
 """Packs: the catalog's record of writes, one row per operator, version and attempt.
 
-Since schema version 7 the catalog keeps no row per write. The writes one transaction stores
+The catalog keeps no row per write (``docs/formats.md``). The writes one transaction stores
 for one operator at one version (an instance's save, or a commit's staged writes, or one
 compaction) share a row of ``ckpt_packs``: the fields they have in common (operator,
 version, attempt, committed or not, when, which segment file) once, and each write's own
 fields (key group, full or not, bytes, rows, place in the segment, digest, parent) packed
-in ``entries``. A checkpoint of 128 key groups then adds one row of about 2.5 kB to the
-catalog, a few pages, where rows per write cost a row, an index entry and their pages
-each.
+in ``entries``. A checkpoint then adds one row per operator to the catalog, a few pages,
+where rows per write would cost a row, an index entry and their pages each.
 
 Write ids stay what the rest of the storage knows: a pack's id is its first write's id, and
 entry ``i`` is write ``id + offset_i``. New packs are numbered in steps of :data:`SPAN`
@@ -33,7 +32,7 @@ would otherwise move every write after it to another key group.
 The heads (per key group, its newest committed write) are packed the same way, per
 operator and chunk of :data:`HEAD_CHUNK` key groups in a row of ``ckpt_head_chunks``: a
 commit rewrites the chunks of the key groups it wrote, a page or two for 128 key groups,
-where a row per key group took six. ``heads`` is msgpack ``[FORMAT, key groups, writes,
+where a row per key group would take several. ``heads`` is msgpack ``[FORMAT, key groups, writes,
 versions, compactions, parents]``, the same delta columns (``compactions`` as ``fulls``),
 and its xxh64.
 """

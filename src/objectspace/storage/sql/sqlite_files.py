@@ -22,11 +22,8 @@ __all__ = ["PAGE_SIZE", "WAL_BYTES_STORAGE", "check_sqlite_file", "connect_sqlit
 
 # A new database's page size: the file system's block size. Every commit writes whole pages
 # (to the WAL, and again when the WAL is copied back), so pages larger than the rows and
-# blocks a commit changes cost bytes at the disk: a commit of one changed entry wrote, on a
-# loop-mounted ext4 volume with synchronous=FULL, 8.9 kB with 1 KiB pages, 11.3 kB with
-# 4 KiB and 15.0 kB with 8 KiB; the SQLiteStore Buffer workload 2.05 / 2.54 / 3.07 MB.
-# Below 4 KiB a B-tree of many rows grows deeper; SQLiteStore, whose rows are whole blocks,
-# asks for 1 KiB itself.
+# blocks a commit changes cost bytes at the disk (BENCHMARKS.md). Below 4 KiB a B-tree of
+# many rows grows deeper; SQLiteStore, whose rows are whole blocks, asks for 1 KiB itself.
 PAGE_SIZE = 4096
 # The WAL is copied back into the database once it holds this much (and cut back to it
 # after a copy if it grew beyond: readers kept it), unless the caller asks for another
@@ -34,11 +31,10 @@ PAGE_SIZE = 4096
 # checkpoint storage (``sqlite:///`` and segment catalogs) asks for WAL_BYTES_STORAGE.
 _WAL_BYTES = 4 * 1024 * 1024
 WAL_BYTES_STORAGE = 64 * 1024 * 1024
-"""The WAL size of checkpoint storage. Its Throughput workload without Spark (10,000 keys x
-20 checkpoints, 16 MB of blocks, retention freeing pages that later saves reuse) wrote 44.7
-MB to the disk with a 4 MiB WAL, 39.1 MB with 16 MiB and 33.9 MB with 64 MiB; its Buffer
-workload 7.97 / 7.85 / 7.85 MB. (A :class:`~objectspace.SQLiteStore` wrote the same bytes
-for its Buffer workload with either, and keeps 4 MiB.) 64 MiB is RocksDB's default memtable
+"""The WAL size of checkpoint storage: the larger the WAL, the more often a page that
+several commits change (retention frees pages that later saves reuse) reaches the database
+once, and the fewer bytes reach the disk. (A :class:`~objectspace.SQLiteStore`, whose
+commits append, gains nothing from it and keeps 4 MiB.) 64 MiB is RocksDB's default memtable
 size; the cost is up to that much disk space for the WAL while the storage is open (it is
 removed on close) and a copy of up to that much in the commit that crosses it."""
 _CACHE_KIB = 32 * 1024
@@ -198,9 +194,8 @@ def connect_sqlite(
     the commits made since the WAL was last synced (at a WAL checkpoint, every ``wal_bytes``
     of WAL, 4 MiB unless given, or as
     the OS writes dirty pages back), never corrupt the file: it opens at an earlier commit.
-    Pass ``"FULL"`` to survive those too, at the cost of an fsync per commit (measured: a
-    commit of one changed entry wrote ~2 kB at the disk with NORMAL between OS write-backs,
-    ~9 kB with FULL, and took ~0.1 ms against ~0.9 ms). ``page_size``
+    Pass ``"FULL"`` to survive those too, at the cost of an fsync per commit (several times
+    the bytes at the disk and the time of a commit). ``page_size``
     applies to a database created by this call; an existing file keeps its own.
     """
     if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:

@@ -33,17 +33,13 @@ _R = TypeVar("_R")
 PAGE_SIZE = 1024
 """Page size of a new ``sqlite:///`` file (an existing one keeps its own). A commit writes
 every page it touches to the WAL, and a checkpoint's catalog rows and blocks are small, so
-small pages write fewer bytes: a round of ``bench_keygroups --quick`` (1,000 changed entries
-over 128 key groups, 8 instances) wrote 291-295 kB to the disk with 4 KiB pages, 225-234 kB
-with 2 KiB and 188-193 kB with 1 KiB, restoring as fast (1.14 vs 1.17M dict entries/s)."""
+small pages write fewer bytes, and restores are as fast."""
 
 CATALOG_PAGE_SIZE = 512
 """Page size of a new SQLite catalog of segment storage (``file://...?catalog=sqlite:///``):
 it holds only write records, heads and segment references, small rows that every commit
 rewrites a few of on pages spread over several B-trees, so the smallest pages SQLite allows
-write the fewest bytes. The Buffer workload on storage (``bench_diskfloor``, 60 checkpoints
-of 128 key groups) wrote 3.96 MB to the disk with 1 KiB catalog pages, 3.60 MB with 512 B;
-the throughput workload 14.88 and 14.75 MB."""
+write the fewest bytes."""
 
 _MEMORY: dict[str, tuple[sqlite3.Connection, threading.RLock]] = {}
 _MEMORY_LOCK = threading.Lock()
