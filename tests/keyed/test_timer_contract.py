@@ -1,0 +1,92 @@
+"""The timer contract: which handler :func:`fire_timer` hands a timer to."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from objectspace import operators as ops
+from objectspace.errors import ObjectSpaceError
+from objectspace.keyed import Clock, KeyRef, KeyState, Timers, fire_timer, from_ms
+from objectspace.space import ObjectSpace
+
+CLOCK = Clock("event", 0, event_time="ts")
+
+
+def root() -> KeyState:
+    return KeyState.for_key(ObjectSpace(), "k", CLOCK)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        ops.session_window("1 minute"),
+        ops.tumbling_window("1 minute"),
+        ops.sliding_window("2 minutes", "1 minute"),
+        ops.dedup("1 minute"),
+        ops.chain(ops.take(1), ops.session_window("1 minute")),
+        ops.expire_after("1 minute", ops.take(1)),
+    ],
+)
+def test_every_operator_with_timers_implements_handle_timer(op: Any) -> None:
+    assert callable(op.handle_timer)
+
+
+def test_on_timer_argument_comes_first_with_a_datetime_and_the_registering_namespace() -> None:
+    seen: list[Any] = []
+
+    class Both:
+        def handle_timer(self, *args: Any) -> list[Any]:
+            raise AssertionError("on_timer= comes first")
+
+    def on_timer(key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
+        seen.append((key, when, state.names))
+        return [{"fired": True}]
+
+    out = fire_timer(Both(), on_timer, "k", ("0",), 1000, root())
+    assert list(out) == [{"fired": True}]
+    assert seen == [("k", from_ms(1000), ("0",))]
+
+
+def test_handle_timer_gets_the_root_state_and_the_path() -> None:
+    class Handler:
+        def handle_timer(
+            self, key: Any, names: tuple[str, ...], when_ms: int, state: KeyState
+        ) -> list[dict[str, Any]]:
+            return [{"key": key, "names": names, "when": when_ms, "at": state.names}]
+
+        def on_timer(self, *args: Any) -> list[Any]:
+            raise AssertionError("handle_timer comes before on_timer")
+
+    out = fire_timer(Handler(), None, "k", ("0", "op"), 5, root())
+    assert list(out) == [{"key": "k", "names": ("0", "op"), "when": 5, "at": ()}]
+
+
+def test_a_users_on_timer_method_gets_a_datetime_and_the_registering_namespace() -> None:
+    class Delay:
+        def __call__(self, key: Any, rows: list[Any], state: KeyState) -> list[Any]:
+            return []
+
+        def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
+            return [{"when": when, "at": state.names}]
+
+    out = fire_timer(Delay(), None, "k", ("1",), 2000, root())
+    assert list(out) == [{"when": from_ms(2000), "at": ("1",)}]
+
+
+def test_a_function_without_a_handler_is_an_error_naming_key_namespace_and_time() -> None:
+    def fn(key: Any, rows: list[Any], state: KeyState) -> list[Any]:
+        return []
+
+    with pytest.raises(ObjectSpaceError, match=r"key 'k' \(namespace a/b\) fired at 1970"):
+        fire_timer(fn, None, "k", ("a", "b"), 0, root())
+
+
+def test_a_key_ref_is_all_timers_need() -> None:
+    space = ObjectSpace()
+    state = KeyState.for_key(space, "k", CLOCK)
+    ref = KeyRef(space, state.prefix, "k", (), CLOCK)
+    Timers(ref).register(10)
+    assert state.timers.list() == [from_ms(10)]
