@@ -153,7 +153,7 @@ def _without_empty(changes: Mapping[str, TableChanges]) -> Mapping[str, TableCha
     return changes
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tables:
     """A block's tables in the order it stores them: their folders (names, or ids to
     delta-encode, or templates), how many tables each folder has, the tables' last
@@ -230,7 +230,7 @@ def _ordered_tables(
     return _Tables(heads, head_tables, tails, table_tails, truncated, table_rows, named)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Columns:
     """The rows of a block's tables as columns: per table its row count, how its keys are
     stored (1: as integers) and the width of its values (0: none); the integer keys
