@@ -64,59 +64,44 @@ def run_once(batches: list[Any], url: str, profile: cProfile.Profile | None) -> 
 
     from objectspace import operators as ops
     from objectspace.checkpoint import open_storage
-    from objectspace.operators.execution import (
-        INLINE_STATE_BYTES,
-        BatchStats,
-        TaskPlan,
-        TimeDriver,
-        TimeOptions,
-        add_task,
-        commit_batch,
-        plan_base,
-        sum_tasks,
-    )
+    from objectspace.engine import INLINE_STATE_BYTES, BatchDriver, TimeOptions
     from objectspace.spark import cache
-    from objectspace.spark.stats import _unpack_receipt
+    from objectspace.spark.receipts import unpack_receipt
     from objectspace.spark.task import _InstanceTask
 
-    cache._CACHE.clear()
-    cache._STAYED.clear()
+    cache.WORKER.clear()
     storage = open_storage(url)
     job = storage.job("bench-sessions")
     operator = job.operator("sessions", 128)
     job.fence()
     options = TimeOptions.of("event", "tsm", "0 seconds", "drop", None)
-    driver = TimeDriver(job, "sessions", options)
     fn = ops.session_window("2 minutes", value="v", aggs=("count", "sum"))
     schema = _output_schema()
+    driver = BatchDriver(
+        operator,
+        fn,
+        key_columns=("user",),
+        order_columns=("tsm",),
+        output_columns=tuple(schema.names),
+        retain=2,
+        time=options,
+    )
     p = 4
     owner = "bench/" + secrets.token_hex(8)
     cpu = 0.0
     split = {"restore": 0.0, "process": 0.0, "save": 0.0}
     sessions: set[tuple[int, int, int, int, float]] = set()
     for checkpoint_id, record_batches in enumerate(batches):
-        base, replay = plan_base(job, checkpoint_id)
-        timing = driver.plan(checkpoint_id, base, replay, None)
-        due = frozenset(operator.key_groups.instance_of(g, p) for g in timing.due)
-        plan = TaskPlan(
-            storage=storage,
-            info=operator.info,
-            compaction=operator.compaction,
-            fn=fn,
-            checkpoint_id=checkpoint_id,
-            base=base,
-            parallelism=p,
-            replay=replay,
-            key_columns=("user",),
-            order_columns=("tsm",),
-            output_columns=tuple(schema.names),
-            use_cache=True,
-            use_snapshots=False,
-            owner=owner,
-            time=timing,
+        plan = driver.begin(
+            checkpoint_id,
+            p,
             stage_bytes=INLINE_STATE_BYTES // p,
+            use_cache=True,
+            owner=owner,
         )
-        task = _InstanceTask(plan, schema, due, 16 * 1024 * 1024 // p, hash_keys=True)
+        task = _InstanceTask(
+            plan, schema, plan.due_instances(), 16 * 1024 * 1024 // p, hash_keys=True
+        )
         if profile is not None:
             profile.enable()
         t0 = time.process_time()
@@ -125,13 +110,12 @@ def run_once(batches: list[Any], url: str, profile: cProfile.Profile | None) -> 
         if profile is not None:
             profile.disable()
         table = pa.Table.from_batches(result, schema)
-        batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
-        receipts: list[Any] = []
+        reports: list[Any] = []
         for blob in table.column("__os_receipt").to_pylist():
             if blob is None:
                 continue
-            receipt, stats, output = _unpack_receipt(blob)
-            add_task(batch, receipts, receipt, stats)
+            receipt, stats, output = unpack_receipt(blob)
+            reports.append((receipt, stats))
             if output:
                 rows = pa.ipc.open_stream(output).read_all().to_pylist()
                 for r in rows:
@@ -144,12 +128,7 @@ def run_once(batches: list[Any], url: str, profile: cProfile.Profile | None) -> 
                             r["sum"],
                         )
                     )
-        time_receipt = driver.save(timing, batch)
-        if time_receipt is not None:
-            receipts.append(time_receipt)
-        commit_batch(job, batch, receipts, 2)
-        driver.acknowledge(batch.committed)
-        sum_tasks(batch)
+        batch = driver.finish(plan, reports)
         split["restore"] += batch.seconds_restore
         split["process"] += batch.seconds_process
         split["save"] += batch.seconds_save

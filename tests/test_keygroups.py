@@ -16,14 +16,8 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from objectspace.keygroups import (
-    SPARK_XXHASH64_SEED,
-    Key,
-    KeyGroups,
-    key_group_hash,
-    spark_instance_expr,
-    spark_key_group_expr,
-)
+from objectspace.keygroups import SPARK_XXHASH64_SEED, Key, KeyGroups, key_group_hash
+from objectspace.spark.routing import spark_instance_expr, spark_key_group_expr
 
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1

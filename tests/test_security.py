@@ -12,7 +12,7 @@ import objectspace as osp
 from objectspace.checkpoint import Receipt
 from objectspace.cli import main
 from objectspace.spark import StatefulRunner, TaskStats
-from objectspace.spark.stats import _pack_receipt, _unpack_receipt
+from objectspace.spark.receipts import pack_receipt, unpack_receipt
 from objectspace.storage.contract import StagedWrite
 from objectspace.storage.urls import redact_text, redact_url
 from tests.support.storage import segment_url
@@ -157,9 +157,9 @@ def _receipt() -> Receipt:
 
 def test_receipt_row_round_trips_as_plain_fields() -> None:
     stats = TaskStats(index=1, keys=3, cached=True, seconds_total=0.5)
-    assert _unpack_receipt(_pack_receipt(_receipt(), stats)) == (_receipt(), stats, None)
-    assert _unpack_receipt(_pack_receipt(None, TaskStats(), b"x")) == (None, TaskStats(), b"x")
-    assert b"\x80" not in _pack_receipt(_receipt(), stats)[:1]  # not a pickle
+    assert unpack_receipt(pack_receipt(_receipt(), stats)) == (_receipt(), stats, None)
+    assert unpack_receipt(pack_receipt(None, TaskStats(), b"x")) == (None, TaskStats(), b"x")
+    assert b"\x80" not in pack_receipt(_receipt(), stats)[:1]  # not a pickle
 
 
 def test_receipt_row_that_is_a_pickle_is_refused_unexecuted(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_receipt_row_that_is_a_pickle_is_refused_unexecuted(tmp_path: Path) -> N
     for protocol in (0, 2, pickle.HIGHEST_PROTOCOL):
         blob = pickle.dumps((_receipt(), _Payload(str(marker))), protocol=protocol)
         with pytest.raises(osp.CheckpointError, match="malformed receipt"):
-            _unpack_receipt(blob)
+            unpack_receipt(blob)
     assert not marker.exists()
 
 
@@ -196,10 +196,10 @@ def test_receipt_row_that_is_a_pickle_is_refused_unexecuted(tmp_path: Path) -> N
 def test_receipt_row_with_wrong_fields_is_refused(change: Any) -> None:
     import msgpack
 
-    data = msgpack.unpackb(_pack_receipt(_receipt(), TaskStats()))
+    data = msgpack.unpackb(pack_receipt(_receipt(), TaskStats()))
     change(data)
     with pytest.raises(osp.CheckpointError, match="malformed receipt"):
-        _unpack_receipt(msgpack.packb(data))
+        unpack_receipt(msgpack.packb(data))
 
 
 # -- pickle is opt-in, never chosen by a store ------------------------------------------------

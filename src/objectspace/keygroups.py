@@ -12,8 +12,8 @@ groups and never has to be rehashed.
 Why xxhash64 and not Python's ``hash()``: the key group of a key must be stable across processes,
 interpreter runs (``PYTHONHASHSEED``), machines and languages.  :func:`key_group_hash` reproduces
 Spark SQL's built-in ``xxhash64`` bit for bit, so a Spark job can compute the same key groups in
-the JVM as a plain column expression (see :func:`spark_key_group_expr` and
-:func:`spark_instance_expr`) instead of calling back into Python.
+the JVM as a plain column expression (see :mod:`objectspace.spark.routing`) instead of calling
+back into Python.
 
 Key-to-Spark-type correspondence (the hash only matches when the Spark column has this type):
 
@@ -48,8 +48,6 @@ __all__ = [
     "KeyGroups",
     "check_max_key_groups",
     "key_group_hash",
-    "spark_instance_expr",
-    "spark_key_group_expr",
 ]
 
 SPARK_XXHASH64_SEED = 42
@@ -270,43 +268,3 @@ class KeyGroups:
     def __reduce__(self) -> tuple[type[KeyGroups], tuple[int]]:
         # Pickle through the constructor so an unpickled instance is validated like a new one.
         return (KeyGroups, (self._max_key_groups,))
-
-
-# -- Spark SQL expressions ---------------------------------------------------------------
-
-
-def _quote_identifier(name: str) -> str:
-    """``name`` as a Spark SQL backtick-quoted identifier (a backtick is escaped by doubling)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def spark_key_group_expr(columns: list[str], max_key_groups: int) -> str:
-    """Spark SQL expression computing a row's key group from its key columns.
-
-    ``pmod(xxhash64(`c1`, `c2`, ...), max_key_groups)``; equal to :meth:`KeyGroups.key_group`
-    of the tuple of column values (or of the single value for one column), provided the columns
-    have the Spark types listed in the module docstring (Python ``int`` keys need ``bigint``).
-    Column names are quoted with backticks, so any name is safe.
-    """
-    if not columns:
-        raise ValueError("spark_key_group_expr needs at least one key column")
-    check_max_key_groups(max_key_groups)
-    cols = ", ".join(_quote_identifier(c) for c in columns)
-    return f"pmod(xxhash64({cols}), {max_key_groups})"
-
-
-def spark_instance_expr(key_group_col: str, max_key_groups: int, parallelism: int) -> str:
-    """Spark SQL expression mapping an integer key-group column to its instance.
-
-    The same formula as :meth:`KeyGroups.instance_of`, as a ``CASE WHEN`` using Spark's integer
-    division ``div``; for example ``spark_instance_expr("kg", 10, 4)`` is::
-
-        CASE WHEN `kg` < 6 THEN `kg` div 3 ELSE 2 + ((`kg` - 6) div 2) END
-    """
-    per, overflow = KeyGroups(max_key_groups)._split(parallelism)
-    kg = _quote_identifier(key_group_col)
-    first_non_overflow = overflow * (per + 1)
-    return (
-        f"CASE WHEN {kg} < {first_non_overflow} THEN {kg} div {per + 1} "
-        f"ELSE {overflow} + (({kg} - {first_non_overflow}) div {per}) END"
-    )

@@ -432,7 +432,7 @@ def test_a_batch_run_again_by_a_restarted_driver_keeps_its_batch_time(tmp_path) 
     an uncommitted batch again uses that time, as Spark keeps a batch's timestamp in its
     offset log; the next batch takes a new time."""
     import objectspace as osp
-    from objectspace.operators.execution import TimeDriver, TimeOptions
+    from objectspace.engine import TimeDriver, TimeOptions
 
     options = TimeOptions.of("processing", None, None, "drop", None)
     url = f"sqlite:///{tmp_path}/s.db"

@@ -880,8 +880,16 @@ def test_key_groups_computed_in_the_task_are_the_jvms(spark: Any, tmp_path: Any)
     extremes and multi-column keys included; other types stay in the JVM."""
     from pyspark.sql import types as T
 
-    from objectspace.spark.runner import _hashes_alike
-    from objectspace.spark.task import _InstanceTask
+    from objectspace.engine import route_rows
+    from objectspace.spark.routing import hashes_alike, with_routing
+
+    def routed_in_python(
+        rows: list[Row], key_columns: tuple[str, ...], max_kg: int, p: int
+    ) -> None:
+        by_instance = route_rows(rows, key_columns, osp.KeyGroups(max_kg), p)
+        for index, routed in by_instance.items():
+            for row in routed:
+                row["__os_instance"] = index
 
     values = {
         "tinyint": [-128, -1, 0, 1, 127, None],
@@ -894,38 +902,27 @@ def test_key_groups_computed_in_the_task_are_the_jvms(spark: Any, tmp_path: Any)
     }
     for max_kg, p in ((128, 3), (7, 2)):
         for ddl_type, column in values.items():
-            runner = sum7_runner(sqlite_url(tmp_path, f"h-{ddl_type}-{max_kg}.db"), "h", 1)
             df = spark.createDataFrame([(v,) for v in column], f"k {ddl_type}")
-            assert _hashes_alike(df.schema["k"].dataType)
+            assert hashes_alike(df.schema["k"].dataType)
             jvm = [
                 (r["k"], r["__os_kg"], r["__os_instance"])
-                for r in runner._routed(df, max_kg, p).collect()
+                for r in with_routing(df, ("k",), max_kg, p).collect()
             ]
-            task = _InstanceTask.__new__(_InstanceTask)
-            task.plan = _plan_stub(("k",), max_kg, p)
             rows = [{"k": v} for v in column]
-            task._route(rows)
+            routed_in_python(rows, ("k",), max_kg, p)
             assert [(r["k"], r["__os_kg"], r["__os_instance"]) for r in rows] == jvm, ddl_type
-        runner = sum7_runner(sqlite_url(tmp_path, f"h-multi-{max_kg}.db"), "h", 1)
-        runner.key_columns = ("a", "b")
         pairs = [("a", 1), ("a", None), (None, 1), (None, None), ("日本", -(2**31))]
         df = spark.createDataFrame(pairs, "a string, b int")
-        jvm = [(r["__os_kg"], r["__os_instance"]) for r in runner._routed(df, max_kg, p).collect()]
-        task = _InstanceTask.__new__(_InstanceTask)
-        task.plan = _plan_stub(("a", "b"), max_kg, p)
+        jvm = [
+            (r["__os_kg"], r["__os_instance"])
+            for r in with_routing(df, ("a", "b"), max_kg, p).collect()
+        ]
         rows = [{"a": a, "b": b} for a, b in pairs]
-        task._route(rows)
+        routed_in_python(rows, ("a", "b"), max_kg, p)
         assert [(r["__os_kg"], r["__os_instance"]) for r in rows] == jvm
     for other in (T.DoubleType(), T.TimestampType(), T.DateType(), T.DecimalType(10, 2)):
-        assert not _hashes_alike(other)
-    assert not _hashes_alike(T.StringType("UTF8_LCASE"))
-
-
-def _plan_stub(key_columns: tuple[str, ...], max_kg: int, p: int) -> Any:
-    from types import SimpleNamespace
-
-    info = SimpleNamespace(max_key_groups=max_kg)
-    return SimpleNamespace(info=info, parallelism=p, key_columns=key_columns)
+        assert not hashes_alike(other)
+    assert not hashes_alike(T.StringType("UTF8_LCASE"))
 
 
 # -- storage backends -----------------------------------------------------------------------

@@ -3,8 +3,8 @@ True)``, the default).
 
 Which Python worker runs a task is Spark's choice, so most tests drive the task object
 (``_InstanceTask``) directly, batch by batch, as ``StatefulRunner.process`` does, and play
-the workers themselves: each "worker" is its own in-process instance cache, swapped in for
-the module's ``_CACHE``. The snapshot files go to a test folder. Every run is compared
+the workers themselves: each "worker" is its own in-process set of kept instances, swapped
+in for those of the process's cache (``cache.WORKER``). The snapshot files go to a test folder. Every run is compared
 with the plain Python reference and the failure-free state; the last test runs a stream on
 Spark with a task that fails once after it saved and wrote its snapshots.
 """
@@ -25,10 +25,9 @@ import pytest
 
 from objectspace.keyed import KeyState
 from objectspace.keygroups import KeyGroups
-from objectspace.operators.execution import TaskPlan
 from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark import cache as spark_cache
-from objectspace.spark.stats import _unpack_receipt
+from objectspace.spark.receipts import unpack_receipt
 from objectspace.spark.task import _InstanceTask
 from tests.support.spark import (
     Row,
@@ -84,8 +83,7 @@ def ref_buffer5(key: Any, rows: list[Row], st: dict[str, Any]) -> Iterator[Row]:
 def snapshot_root(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     root = str(tmp_path / "spark-files")
     os.makedirs(root)
-    monkeypatch.setattr(spark_cache, "_SNAPSHOT_ROOT", root)
-    monkeypatch.setattr(spark_cache, "_CACHE", {})
+    monkeypatch.setattr(spark_cache, "WORKER", spark_cache.InstanceCache(snapshot_root=root))
     return os.path.join(root, "objectspace-instances")
 
 
@@ -115,24 +113,16 @@ def run_batch(
 ) -> tuple[list[tuple[Any, ...]], list[TaskStats]]:
     """One batch as ``StatefulRunner.process`` runs it, every instance in ``worker`` (an
     in-process cache of its own). Returns the sorted output rows and the task stats."""
-    base, replay = runner._plan_base(checkpoint_id)
-    plan = TaskPlan(
-        storage=runner.storage,
-        info=runner.operator.info,
-        compaction=runner.compaction,
-        fn=runner.fn,
-        checkpoint_id=checkpoint_id,
-        base=base,
-        parallelism=P,
-        replay=replay,
-        key_columns=("k",),
-        order_columns=("ts",),
-        output_columns=tuple(ARROW_SCHEMA.names),
+    plan = runner._driver.begin(
+        checkpoint_id,
+        P,
+        output_columns=ARROW_SCHEMA.names,
         use_cache=cache,
         use_snapshots=snapshots,
         owner=f"test-app/{runner._token}",
         snapshot_key=runner._snapshot_key,
     )
+    replay = plan.replay
     task = _InstanceTask(plan, ARROW_SCHEMA)
     groups = KeyGroups(MAX_KG)
     by_instance: dict[int, list[Row]] = {}
@@ -140,20 +130,20 @@ def run_batch(
         kg = groups.key_group(row["k"])
         index = groups.instance_of(kg, P)
         by_instance.setdefault(index, []).append({**row, "__os_kg": kg, "__os_instance": index})
-    saved_cache = spark_cache._CACHE
-    spark_cache._CACHE = worker
+    saved_cache = spark_cache.WORKER.instances
+    spark_cache.WORKER.instances = worker
     try:
         out: list[Row] = []
         receipts, stats = [], []
         for index in sorted(by_instance):
             produced = task.run_instance(index, by_instance[index])
-            receipt, st, _ = _unpack_receipt(produced[-1]["__os_receipt"])
+            receipt, st, _ = unpack_receipt(produced[-1]["__os_receipt"])
             out.extend(produced[:-1])
             stats.append(st)
             if receipt is not None:
                 receipts.append(receipt)
     finally:
-        spark_cache._CACHE = saved_cache
+        spark_cache.WORKER.instances = saved_cache
     if commit and not replay:
         assert runner.job.commit(checkpoint_id, receipts)
         runner.job.retain(2)
@@ -436,11 +426,11 @@ def test_snapshots_off_or_no_private_folder(
     # A folder others may write to is not used (the files in it are unpickled).
     os.mkdir(snapshot_root)
     os.chmod(snapshot_root, 0o777)
-    assert spark_cache._snapshot_folder() is None
+    assert spark_cache.WORKER.snapshot_folder() is None
     run_batch(runner, BATCHES[1], 1, {})
     assert os.listdir(snapshot_root) == []
     os.chmod(snapshot_root, 0o700)
-    assert spark_cache._snapshot_folder() == snapshot_root
+    assert spark_cache.WORKER.snapshot_folder() == snapshot_root
 
     # A snapshot that cannot be written does not fail the task.
     def broken(path: str, identity: bytes, checkpoint_id: int, data: Any, key: bytes) -> int:
@@ -450,7 +440,7 @@ def test_snapshots_off_or_no_private_folder(
     got, stats = run_batch(runner, BATCHES[2], 2, {})
     assert got == outputs[2] and all(s.snapshot_bytes == 0 for s in stats)
     monkeypatch.undo()
-    monkeypatch.setattr(spark_cache, "_SNAPSHOT_ROOT", os.path.dirname(snapshot_root))
+    monkeypatch.setattr(spark_cache.WORKER, "snapshot_root", os.path.dirname(snapshot_root))
     for n in range(3, len(BATCHES)):
         got, _ = run_batch(runner, BATCHES[n], n, {})
         assert got == outputs[n]
@@ -537,7 +527,7 @@ class FailOnceAfterSaving:
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> Any:
         from pyspark import TaskContext
 
-        spark_cache._CACHE.clear()
+        spark_cache.WORKER.instances.clear()
         out = list(buffer5(key, rows, state))
         ctx = TaskContext.get()
         lo, hi = self.ts_range

@@ -1,13 +1,13 @@
 """Layer 7: keyed stateful processing on Spark, with object-space state and exactly-once checkpoints.
 
 The only package that imports pyspark. Modules: ``runner`` (the driver:
-:class:`StatefulRunner`, planning and committing), ``task`` (the executor task: Arrow in
-and out, the instance cache and snapshots, around the Spark-free per-instance loop of
-:mod:`objectspace.operators.execution`, which :func:`objectspace.testing.simulate` runs
-too), ``cache``
-(the worker-level instance cache and the snapshot file format), ``stats`` (:class:`TaskStats`,
-:class:`BatchStats`, receipts packed for the driver), ``state`` (:func:`read_state`), ``session``
-(:func:`local_session`).
+:class:`StatefulRunner`, around the :class:`~objectspace.engine.BatchDriver` that
+:func:`objectspace.testing.simulate` runs too), ``task`` (the executor task: Arrow in and
+out, the instance cache and snapshots, around the engine's per-instance loop), ``routing``
+(key groups and instances as Spark SQL expressions, and the marker rows of instances with
+something due), ``receipts`` (the wire format of a task's receipt and stats), ``cache`` (the
+worker's :class:`~objectspace.spark.cache.InstanceCache` and the snapshot file format),
+``state`` (:func:`read_state`), ``session`` (:func:`local_session`).
 
 :class:`StatefulRunner` runs a function ``fn(key, rows, state)`` (or an operator of
 :mod:`objectspace.operators`) over a DataFrame, batch by batch::
@@ -38,7 +38,7 @@ How a batch runs:
 exactly the key groups of its new range. ``max_key_groups`` may not.
 
 Restoring every instance at every batch would dominate small micro-batches, so a Python
-worker keeps the instances it ran (``cache._CACHE``), and after each save writes a snapshot of
+worker keeps the instances it ran (``cache.WORKER``), and after each save writes a snapshot of
 the instance to a local file that the other Python workers of the machine read: Spark hands
 tasks to idle workers in turn, so the worker that runs an instance next is often not the one
 that ran it last. A cached instance or a snapshot is adopted only when it is exactly the
@@ -48,11 +48,17 @@ is restored from storage.
 
 from __future__ import annotations
 
-from objectspace.spark._common import RESERVED_COLUMNS as RESERVED_COLUMNS
-from objectspace.spark._common import StatefulFunction as StatefulFunction
+from objectspace.engine import RESERVED_COLUMNS, BatchStats, StatefulFunction, TaskStats
 from objectspace.spark.runner import StatefulRunner
 from objectspace.spark.session import local_session
 from objectspace.spark.state import read_state
-from objectspace.spark.stats import BatchStats, TaskStats
 
-__all__ = ["BatchStats", "StatefulRunner", "TaskStats", "local_session", "read_state"]
+__all__ = [
+    "RESERVED_COLUMNS",
+    "BatchStats",
+    "StatefulFunction",
+    "StatefulRunner",
+    "TaskStats",
+    "local_session",
+    "read_state",
+]

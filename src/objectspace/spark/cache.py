@@ -17,14 +17,10 @@ from typing import Any
 
 from objectspace.checkpoint import Instance
 
-__all__: list[str] = []
+__all__ = ["WORKER", "CacheKey", "InstanceCache"]
 
 logger = logging.getLogger(__name__)
 
-
-# Instances kept by a Python worker between batches:
-# (owner, url, job, operator, index, p) → Instance, the owner naming the application and runner.
-_CACHE: dict[tuple[str, str, str, str, int, int], Instance] = {}
 
 # Snapshot files: this header, the digest of the instance's identity (application, runner,
 # storage, job, operator, max_key_groups, index, parallelism), an HMAC-SHA256 of everything
@@ -38,10 +34,6 @@ _SNAPSHOT_KEY_BYTES = 32
 # A worker that ran an instance from its own memory this many batches in a row expects to run
 # it again and writes no snapshot (the workers do not take turns).
 _SKIP_SNAPSHOT_AFTER = 2
-# Per cached instance: how many batches in a row this worker ran it from its memory.
-_STAYED: dict[tuple[str, str, str, str, int, int], int] = {}
-# Where snapshot files go when not in a Spark worker (None: a private temporary folder).
-_SNAPSHOT_ROOT: str | None = None
 
 
 # -- instance snapshots shared by the Python workers of a machine ---------------------------
@@ -64,32 +56,6 @@ def _private_folder(path: str) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == getuid() and not st.st_mode & 0o077
-
-
-def _snapshot_folder() -> str | None:
-    """The folder of snapshot files, or ``None`` when no private one can be had.
-
-    In a Spark worker: under the application's SparkFiles directory, which the workers of an
-    executor share and Spark deletes when the application ends. Elsewhere (a task run
-    directly): ``_SNAPSHOT_ROOT`` or a private folder in the temporary directory.
-    """
-    root = _SNAPSHOT_ROOT
-    if root is None:
-        try:
-            from pyspark import SparkFiles
-
-            if SparkFiles._is_running_on_worker:
-                root = SparkFiles._root_directory
-        except Exception:  # no pyspark, or an internal that moved: use the fallback
-            root = None
-    if root:
-        path = os.path.join(root, "objectspace-instances")
-    else:
-        getuid = getattr(os, "getuid", None)
-        if getuid is None:
-            return None
-        path = os.path.join(tempfile.gettempdir(), f"objectspace-instances-{getuid()}")
-    return path if _private_folder(path) else None
 
 
 def _snapshot_mac(key: bytes, identity: bytes, body: bytes | memoryview) -> bytes:
@@ -167,3 +133,77 @@ def _read_snapshot(
         if collecting:
             gc.enable()
     return data if isinstance(data, dict) else None
+
+
+# -- the instances a worker keeps -------------------------------------------------------------
+
+CacheKey = tuple[str, str, str, str, int, int]
+"""(owner, storage url, job, operator, index, parallelism), the owner naming the Spark
+application and the runner."""
+
+
+class InstanceCache:
+    """The instances one Python worker keeps between batches, and where its snapshot files go.
+
+    ``instances``: by :data:`CacheKey`, the instance as the worker's last task of it left it
+    (saved, maybe not acknowledged: the next task checks the save was committed before it
+    adopts it). ``streaks``: per instance, how many batches in a row this worker ran it from
+    its own memory (a worker that keeps getting an instance writes no snapshot of it).
+    ``snapshot_root``: where snapshot folders go outside a Spark worker (``None``: under the
+    application's SparkFiles directory in a worker, else the temporary directory).
+    A Spark Python worker runs many tasks: the process keeps one, :data:`WORKER`.
+    """
+
+    def __init__(self, snapshot_root: str | None = None) -> None:
+        self.instances: dict[CacheKey, Instance] = {}
+        self.streaks: dict[CacheKey, int] = {}
+        self.snapshot_root = snapshot_root
+
+    def take(self, key: CacheKey) -> Instance | None:
+        """The kept instance of ``key``, removed from the cache (``None``: none)."""
+        return self.instances.pop(key, None)
+
+    def next_streak(self, key: CacheKey, from_memory: bool) -> int:
+        """How many batches in a row this worker will have run ``key``'s instance from its
+        memory once this batch is done: ``from_memory``, this batch did (one more than
+        before); else 0."""
+        return self.streaks.pop(key, 0) + 1 if from_memory else 0
+
+    def keep(self, key: CacheKey, instance: Instance, streak: int) -> None:
+        """Keep ``instance`` under ``key``, with its :meth:`next_streak`."""
+        self.instances[key] = instance
+        self.streaks[key] = streak
+
+    def clear(self) -> None:
+        """Forget every kept instance and streak."""
+        self.instances.clear()
+        self.streaks.clear()
+
+    def snapshot_folder(self) -> str | None:
+        """The folder of snapshot files, or ``None`` when no private one can be had.
+
+        In a Spark worker: under the application's SparkFiles directory, which the workers
+        of an executor share and Spark deletes when the application ends. Elsewhere (a task
+        run directly): under :attr:`snapshot_root` or in the temporary directory.
+        """
+        root = self.snapshot_root
+        if root is None:
+            try:
+                from pyspark import SparkFiles
+
+                if SparkFiles._is_running_on_worker:
+                    root = SparkFiles._root_directory
+            except Exception:  # no pyspark, or an internal that moved: use the fallback
+                root = None
+        if root:
+            path = os.path.join(root, "objectspace-instances")
+        else:
+            getuid = getattr(os, "getuid", None)
+            if getuid is None:
+                return None
+            path = os.path.join(tempfile.gettempdir(), f"objectspace-instances-{getuid()}")
+        return path if _private_folder(path) else None
+
+
+WORKER = InstanceCache()
+"""This process's cache: the tasks a Python worker runs find it here."""

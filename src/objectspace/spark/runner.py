@@ -12,72 +12,47 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from objectspace.checkpoint import (
-    CompactionPolicy,
-    Receipt,
-    Storage,
-    open_storage,
-)
-from objectspace.errors import CheckpointError
-from objectspace.keygroups import check_max_key_groups, spark_instance_expr
-from objectspace.operators.execution import (
+from objectspace.checkpoint import CompactionPolicy, Storage, open_storage
+from objectspace.engine import (
     INLINE_STATE_BYTES,
+    INSTANCE_COLUMN,
+    RECEIPT_COLUMN,
     TIME_OPERATOR_SUFFIX,
-    TaskPlan,
-    TimeDriver,
+    BatchDriver,
+    BatchStats,
+    StatefulFunction,
+    TaskStats,
     TimeOptions,
-    add_task,
     check_input_columns,
     check_output_columns,
+    check_parallelism,
     check_retain,
-    commit_batch,
-    plan_base,
-    sum_tasks,
+    column_names,
 )
+from objectspace.errors import CheckpointError
+from objectspace.keygroups import check_max_key_groups
+from objectspace.spark.cache import _SNAPSHOT_KEY_BYTES
+from objectspace.spark.receipts import I64, MAX_RECEIPT_BYTES, unpack_receipt
+from objectspace.spark.routing import due_marker_rows, hashes_alike, quote, with_routing
+from objectspace.spark.task import _InstanceTask
 from objectspace.storage.urls import redact_url
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
-from objectspace.spark._common import (
-    _INSTANCE,
-    _KG,
-    _RECEIPT,
-    StatefulFunction,
-    _check_parallelism,
-    _columns,
-    _quote,
-)
-from objectspace.spark.cache import _SNAPSHOT_KEY_BYTES
-from objectspace.spark.stats import _I64, _MAX_RECEIPT_BYTES, BatchStats, _unpack_receipt
-from objectspace.spark.task import _InstanceTask
 
 __all__ = ["StatefulRunner"]
-
-
-def _hashes_alike(dtype: Any) -> bool:
-    """Whether a key column of Spark type ``dtype`` reaches Python as a value that
-    :func:`~objectspace.key_group_hash` hashes exactly as the runner's ``xxhash64``
-    expression hashes the column (integers are cast to BIGINT there): strings of the
-    default collation, integers, binary and booleans."""
-    from pyspark.sql import types as T
-
-    if isinstance(dtype, T.StringType):
-        return bool(dtype == T.StringType())
-    return isinstance(
-        dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType | T.BinaryType | T.BooleanType
-    )
 
 
 logger = logging.getLogger(__name__)
 
 # The largest inline_output_bytes: a task's share travels in one receipt row, which the
-# driver decodes up to _MAX_RECEIPT_BYTES.
-_MAX_INLINE_BYTES = _MAX_RECEIPT_BYTES // 2
+# driver decodes up to MAX_RECEIPT_BYTES.
+_MAX_INLINE_BYTES = MAX_RECEIPT_BYTES // 2
 # The largest inline_state_bytes: with a task's share of the output, its blocks fit in one
 # receipt row.
-_MAX_INLINE_STATE_BYTES = _MAX_RECEIPT_BYTES // 4
+_MAX_INLINE_STATE_BYTES = MAX_RECEIPT_BYTES // 4
 
 
 def _bytes_option(name: str, value: object, most: int) -> int:
@@ -178,13 +153,13 @@ class StatefulRunner:
         self.time_options = TimeOptions.of(
             time_mode, event_time, watermark_delay, late_rows, on_timer
         )
-        self.key_columns = _columns(key, "key")
-        self.order_columns = _columns(order_by, "order_by")
+        self.key_columns = column_names(key, "key")
+        self.order_columns = column_names(order_by, "order_by")
         self.output_schema_ddl = output_schema
         self.storage = open_storage(storage) if isinstance(storage, str) else storage
         check_max_key_groups(max_key_groups)
         if parallelism is not None:
-            _check_parallelism(parallelism, max_key_groups)
+            check_parallelism(parallelism, max_key_groups)
         check_retain(retain)
         if self.storage.url.startswith("memory://"):
             raise ValueError(
@@ -210,10 +185,18 @@ class StatefulRunner:
         # This runner is the job's driver from now on: a runner started earlier on the same
         # job (a query started twice, a zombie driver) can no longer commit.
         self.epoch = self.job.fence()
-        self._time = TimeDriver(self.job, operator, self.time_options)
         self.parallelism = parallelism
         self.compaction = compaction or CompactionPolicy()
         self.retain = retain
+        self._driver = BatchDriver(
+            self.operator,
+            fn,
+            key_columns=self.key_columns,
+            order_columns=self.order_columns,
+            compaction=self.compaction,
+            retain=retain,
+            time=self.time_options,
+        )
         self.cache_instances = cache_instances
         self.snapshot_instances = snapshot_instances
         # Names this runner's snapshots, so another runner (say, after the store was deleted
@@ -267,14 +250,10 @@ class StatefulRunner:
                 raise ValueError(f"output_schema {ddl!r} must describe a struct of columns")
             struct = parsed
         check_output_columns(struct.names, "output_schema", self.operator.name)
-        full = StructType([*struct.fields, StructField(_RECEIPT, BinaryType(), True)])
+        full = StructType([*struct.fields, StructField(RECEIPT_COLUMN, BinaryType(), True)])
         # Timestamp columns are UTC instants: the task's rows carry aware datetimes (naive
         # ones are taken as UTC), which Arrow stores as microseconds since the epoch.
         return full, to_arrow_schema(full, timezone="UTC")
-
-    def _plan_base(self, checkpoint_id: int) -> tuple[int | None, bool]:
-        """The checkpoint this batch runs on top of, and whether it is a replay."""
-        return plan_base(self.job, checkpoint_id)
 
     def process(
         self, df: DataFrame, checkpoint_id: int, *, parallelism: int | None = None
@@ -284,27 +263,25 @@ class StatefulRunner:
         The checkpoint is committed before this returns; the output is cached so that
         using it does not run the batch again.
         """
-        from pyspark.sql import types as T
         from pyspark.storagelevel import StorageLevel
 
-        started = time.perf_counter()
         if (
             not isinstance(checkpoint_id, int)
             or isinstance(checkpoint_id, bool)
-            or not 0 <= checkpoint_id < _I64
+            or not 0 <= checkpoint_id < I64
         ):
             raise ValueError(
-                f"checkpoint_id must be an int in 0..{_I64 - 1} (a signed 64-bit id), "
+                f"checkpoint_id must be an int in 0..{I64 - 1} (a signed 64-bit id), "
                 f"not {checkpoint_id!r}"
             )
-        if parallelism is not None:
-            _check_parallelism(parallelism, self.operator.max_key_groups)
-        spark = df.sparkSession
         max_kg = self.operator.max_key_groups
         if parallelism is not None:
-            p = _check_parallelism(parallelism, max_kg)
+            check_parallelism(parallelism, max_kg)
+        spark = df.sparkSession
+        if parallelism is not None:
+            p = parallelism
         elif self.parallelism is not None:
-            p = _check_parallelism(self.parallelism, max_kg)
+            p = check_parallelism(self.parallelism, max_kg)
         else:
             p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
         check_input_columns(df.columns, self.key_columns, self.order_columns, self.operator.name)
@@ -315,56 +292,30 @@ class StatefulRunner:
                 f"it has {df.columns}"
             )
         struct, arrow_schema = self._schemas(spark)
-        base, replay = self._plan_base(checkpoint_id)
-
-        timing = self._time.plan(checkpoint_id, base, replay, None)
+        plan = self._driver.begin(
+            checkpoint_id,
+            p,
+            stage_bytes=self.inline_state_bytes // p,
+            output_columns=struct.names,
+            use_cache=self.cache_instances,
+            use_snapshots=self.snapshot_instances,
+            owner=f"{self._application(spark)}/{self._token}",
+            snapshot_key=self._snapshot_key,
+        )
         partitions = self._partitions(df)
         # An input in one partition runs in one task, which computes each row's key group
         # itself (key_group_hash is Spark's xxhash64 bit for bit) when the key columns are
         # of types both hash alike: no projection to analyse and run in the JVM.
         hash_in_task = partitions <= 1 and all(
-            _hashes_alike(df.schema[name].dataType) for name in self.key_columns
+            hashes_alike(df.schema[name].dataType) for name in self.key_columns
         )
-        routed = df if hash_in_task else self._routed(df, max_kg, p)
-        due_instances: frozenset[int] = frozenset()
-        if timing.due:
-            key_groups = self.operator.key_groups
-            due_instances = frozenset(key_groups.instance_of(g, p) for g in timing.due)
+        routed = df if hash_in_task else with_routing(df, self.key_columns, max_kg, p)
+        due_instances = plan.due_instances()
         if due_instances and partitions != 1:
             # Instances with timers or TTL'd entries due run even without rows: one marker
-            # row each (key group -1), which the task drops. (An input in one partition
-            # needs none: its one task runs the due instances.)
-            due = sorted(due_instances)
-            nullable = T.StructType(
-                [T.StructField(f.name, f.dataType, True) for f in routed.schema.fields]
-            )
-            marks = [
-                tuple(
-                    -1 if f.name == _KG else i if f.name == _INSTANCE else None
-                    for f in nullable.fields
-                )
-                for i in due
-            ]
-            routed = routed.unionByName(spark.createDataFrame(marks, nullable))
-        plan = TaskPlan(
-            storage=self.storage,
-            info=self.operator.info,
-            compaction=self.compaction,
-            fn=self.fn,
-            checkpoint_id=checkpoint_id,
-            base=base,
-            parallelism=p,
-            replay=replay,
-            key_columns=self.key_columns,
-            order_columns=self.order_columns,
-            output_columns=tuple(struct.names),
-            use_cache=self.cache_instances,
-            use_snapshots=self.snapshot_instances,
-            owner=f"{self._application(spark)}/{self._token}",
-            snapshot_key=self._snapshot_key,
-            time=timing,
-            stage_bytes=self.inline_state_bytes // p,
-        )
+            # row each, which the task drops. (An input in one partition needs none: its
+            # one task runs the due instances.)
+            routed = due_marker_rows(spark, routed, sorted(due_instances))
         task = _InstanceTask(
             plan,
             arrow_schema,
@@ -386,14 +337,14 @@ class StatefulRunner:
                 routed = routed.coalesce(1)
             result = routed.mapInArrow(lambda it: task.run_partition(it), struct)
         else:
-            result = routed.groupBy(_INSTANCE).applyInArrow(lambda g, t: task(g, t), struct)
+            result = routed.groupBy(INSTANCE_COLUMN).applyInArrow(lambda g, t: task(g, t), struct)
         # Cache the result so that using the output does not run the tasks again, unless
         # the previous batch's output all came back with the receipts (then this one's
-        # very likely does too, and caching costs ~12 ms a batch). Should a task's output
-        # exceed its share after all, using it runs the batch's tasks again: the same
-        # rows from the same committed base, nothing committed twice (their writes are
-        # never committed, and retention drops them); the next batch caches again. With
-        # fewer than two checkpoints retained that base may be gone: always cache.
+        # very likely does too, and caching costs a Spark call a batch). Should a task's
+        # output exceed its share after all, using it runs the batch's tasks again: the
+        # same rows from the same committed base, nothing committed twice (their writes
+        # are never committed, and retention drops them); the next batch caches again.
+        # With fewer than two checkpoints retained that base may be gone: always cache.
         cache_result = (
             self._rows_left
             or self.inline_output_bytes == 0
@@ -405,27 +356,19 @@ class StatefulRunner:
         tasks_started = time.perf_counter()
         # Only the receipt rows (their other columns are null): one DataFrame call less
         # than selecting the column first, each being a JVM round trip and an analysis.
-        packed = [r[-1] for r in result.where(f"{_quote(_RECEIPT)} IS NOT NULL").collect()]
+        packed = [r[-1] for r in result.where(f"{quote(RECEIPT_COLUMN)} IS NOT NULL").collect()]
         tasks_seconds = time.perf_counter() - tasks_started
-        receipts: list[Receipt] = []
-        batch = BatchStats(checkpoint_id=checkpoint_id, parallelism=p, replay=replay)
+        reports: list[tuple[Any, TaskStats]] = []
         inline: list[bytes] = []
         rows_left = False  # whether a task left its output as rows of the result
         for blob in packed:
-            receipt, stats, output = _unpack_receipt(blob)
-            add_task(batch, receipts, receipt, stats)
+            receipt, stats, output = unpack_receipt(blob)
+            reports.append((receipt, stats))
             if output is None:
                 rows_left = True
             elif output:
                 inline.append(output)
-        time_receipt = self._time.save(timing, batch)
-        if time_receipt is not None:
-            receipts.append(time_receipt)
-        commit_batch(self.job, batch, receipts, self.retain)
-        self._time.acknowledge(batch.committed)
-        batch.seconds_tasks = tasks_seconds
-        sum_tasks(batch)
-        batch.seconds_total = time.perf_counter() - started
+        batch = self._driver.finish(plan, reports, seconds_tasks=tasks_seconds)
         self.last_batch = batch
         self.history.append(batch)
         logger.info(
@@ -451,7 +394,7 @@ class StatefulRunner:
                 checkpoint_id,
                 self.inline_output_bytes // p,
             )
-        rows = result.where(f"{_quote(_RECEIPT)} IS NULL").drop(_RECEIPT)
+        rows = result.where(f"{quote(RECEIPT_COLUMN)} IS NULL").drop(RECEIPT_COLUMN)
         return rows.unionByName(local) if inline else rows
 
     def _local_output(
@@ -491,24 +434,6 @@ class StatefulRunner:
         if not tables:
             self._empty_outputs = {id(spark): (spark, local)}
         return local
-
-    def _routed(self, df: DataFrame, max_kg: int, p: int) -> DataFrame:
-        """``df`` with each row's key group and instance, computed in the JVM."""
-        from pyspark.sql import types as T
-
-        # Integer keys hash as 8-byte longs, exactly as objectspace.key_group_hash does.
-        key_exprs = []
-        for name in self.key_columns:
-            dtype = df.schema[name].dataType
-            cast = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
-            key_exprs.append(f"CAST({_quote(name)} AS BIGINT)" if cast else _quote(name))
-        # Both helper columns in one projection (each DataFrame call is a JVM round trip
-        # per batch): the instance expression reads the key group's expression.
-        kg_sql = f"CAST(pmod(xxhash64({', '.join(key_exprs)}), {max_kg}) AS INT)"
-        instance_sql = spark_instance_expr(_KG, max_kg, p).replace(_quote(_KG), f"({kg_sql})")
-        return df.selectExpr(
-            "*", f"{kg_sql} AS {_quote(_KG)}", f"CAST({instance_sql} AS INT) AS {_quote(_INSTANCE)}"
-        )
 
     @staticmethod
     def _application(spark: Any) -> str:

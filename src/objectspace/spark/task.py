@@ -1,9 +1,9 @@
 """The executor side: the task that runs the instances of one batch inside a Spark task.
 
-The task gets one frozen :class:`~objectspace.operators.execution.TaskPlan`, turns Arrow
-rows into dicts, gets each instance (from the worker's cache, a snapshot file, or storage)
-and runs it with :func:`~objectspace.operators.execution.run_instance`, the loop
-:func:`objectspace.testing.simulate` runs too.
+The task gets one frozen :class:`~objectspace.engine.TaskPlan`, turns Arrow rows into
+dicts, gets each instance (from the worker's cache, a snapshot file, or storage) and runs it
+with :func:`~objectspace.engine.run_instance`, the loop :func:`objectspace.testing.simulate`
+runs too.
 """
 
 from __future__ import annotations
@@ -17,15 +17,25 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import Instance, Operator, Receipt
+from objectspace.engine import (
+    INSTANCE_COLUMN,
+    KEY_GROUP_COLUMN,
+    RECEIPT_COLUMN,
+    TaskPlan,
+    TaskStats,
+    finish_task,
+    group_rows,
+    route_rows,
+    run_instance,
+)
 from objectspace.errors import ObjectSpaceError
-from objectspace.keygroups import KeyGroups, key_group_hash
-from objectspace.operators.execution import TaskPlan, finish_task, group_rows, run_instance
+from objectspace.keygroups import KeyGroups
+from objectspace.spark import cache
+from objectspace.spark.receipts import pack_receipt
+from objectspace.spark.routing import DUE_MARK
 
 if TYPE_CHECKING:
     import pyarrow as pa
-from objectspace.spark import cache
-from objectspace.spark._common import _INSTANCE, _KG, _RECEIPT
-from objectspace.spark.stats import TaskStats, _pack_receipt
 
 __all__: list[str] = []
 
@@ -35,9 +45,9 @@ logger = logging.getLogger(__name__)
 class _InstanceTask:
     """The function ``applyInArrow`` runs once per instance: picklable, no Spark inside.
 
-    ``plan`` says what to run (see :class:`~objectspace.operators.execution.TaskPlan`);
+    ``plan`` says what to run (see :class:`~objectspace.engine.TaskPlan`);
     ``output_schema`` is the Arrow schema of the output (with the receipt column). The
-    per-instance loop is :func:`~objectspace.operators.execution.run_instance`; this class
+    per-instance loop is :func:`~objectspace.engine.run_instance`; this class
     adds the worker's instance cache and snapshot files, and Arrow at its edges."""
 
     def __init__(
@@ -65,14 +75,14 @@ class _InstanceTask:
             and len(plan.snapshot_key) >= cache._SNAPSHOT_KEY_BYTES
         )
 
-    def _cache_key(self, index: int) -> tuple[str, str, str, str, int, int]:
+    def _cache_key(self, index: int) -> cache.CacheKey:
         plan = self.plan
         info = plan.info
         return (plan.owner, plan.storage.url, info.job, info.name, index, plan.parallelism)
 
     def _instance(self, index: int, stats: TaskStats) -> Instance:
         plan = self.plan
-        instance = cache._CACHE.pop(self._cache_key(index), None) if plan.use_cache else None
+        instance = cache.WORKER.take(self._cache_key(index)) if plan.use_cache else None
         if instance is not None:
             saved = instance.pending_save
             if saved is not None and saved.checkpoint_id == plan.base:
@@ -103,7 +113,7 @@ class _InstanceTask:
 
     def _snapshot_file(self, index: int) -> tuple[str, bytes] | None:
         """The snapshot file of instance ``index`` and the digest of its identity."""
-        folder = cache._snapshot_folder()
+        folder = cache.WORKER.snapshot_folder()
         if folder is None:
             return None
         plan = self.plan
@@ -249,7 +259,9 @@ class _InstanceTask:
 
     def __call__(self, group: tuple[Any, ...], table: pa.Table) -> pa.Table:
         """``applyInArrow``: all rows of one instance."""
-        return self._result(int(group[0].as_py()), table.to_pylist())
+        return self._result(
+            int(group[0].as_py()), table.drop_columns([INSTANCE_COLUMN]).to_pylist()
+        )
 
     def run_partition(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """``mapInArrow`` on a batch that Spark holds in one partition: every instance of
@@ -257,11 +269,14 @@ class _InstanceTask:
         rows: list[dict[str, Any]] = []
         for batch in batches:
             rows.extend(batch.to_pylist())
-        by_instance: dict[int, list[dict[str, Any]]] = {index: [] for index in self.due}
         if self.hash_keys:
-            self._route(rows)
-        for row in rows:
-            by_instance.setdefault(row[_INSTANCE], []).append(row)
+            plan = self.plan
+            key_groups = KeyGroups(plan.info.max_key_groups)
+            by_instance = route_rows(rows, plan.key_columns, key_groups, plan.parallelism, self.due)
+        else:
+            by_instance = {index: [] for index in self.due}
+            for row in rows:
+                by_instance.setdefault(row.pop(INSTANCE_COLUMN), []).append(row)
         for index in sorted(by_instance):
             yield from self._result(index, by_instance[index]).to_batches()
 
@@ -276,35 +291,6 @@ class _InstanceTask:
                 f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
             ) from exc
 
-    def _route(self, rows: list[dict[str, Any]]) -> None:
-        """Add each row's key group and instance, as the runner's JVM expression gives
-        them: ``pmod(xxhash64(key columns), max_key_groups)`` (see ``_hashes_alike``)."""
-        plan = self.plan
-        max_kg = plan.info.max_key_groups
-        groups = KeyGroups(max_kg)
-        owner = [groups.instance_of(g, plan.parallelism) for g in range(max_kg)]
-        columns = plan.key_columns
-        if len(columns) == 1:
-            (column,) = columns
-            # Each int or str key hashed once (a key's rows come together in a batch); no
-            # other type, as Python-equal values of two types (1, True) hash apart.
-            seen: dict[int | str, int] = {}
-            for row in rows:
-                value = row[column]
-                if type(value) is int or type(value) is str:
-                    kg = seen.get(value)
-                    if kg is None:
-                        kg = seen[value] = key_group_hash(value) % max_kg
-                else:
-                    kg = key_group_hash(value) % max_kg
-                row[_INSTANCE] = owner[kg]
-                row[_KG] = kg
-        else:
-            for row in rows:
-                key = tuple(row[c] for c in columns)
-                row[_INSTANCE] = owner[kg := key_group_hash(key) % max_kg]
-                row[_KG] = kg
-
     def _result(self, index: int, rows: list[dict[str, Any]]) -> pa.Table:
         """Run instance ``index`` over its rows: the result's rows, the output then the
         receipt, or the receipt row alone, carrying the output as an Arrow IPC stream
@@ -317,18 +303,23 @@ class _InstanceTask:
             data = b""
             if table.num_rows:
                 sink = pa.BufferOutputStream()
-                rows_only = table.drop_columns([_RECEIPT])
+                rows_only = table.drop_columns([RECEIPT_COLUMN])
                 with pa.ipc.new_stream(sink, rows_only.schema) as writer:
                     writer.write_table(rows_only)
                 data = sink.getvalue().to_pybytes()
             if len(data) <= self.inline_bytes:
-                return self._table([{_RECEIPT: _pack_receipt(receipt, stats, data)}])
-        return pa.concat_tables([table, self._table([{_RECEIPT: _pack_receipt(receipt, stats)}])])
+                return self._table([{RECEIPT_COLUMN: pack_receipt(receipt, stats, data)}])
+        return pa.concat_tables(
+            [table, self._table([{RECEIPT_COLUMN: pack_receipt(receipt, stats)}])]
+        )
 
     def run_instance(self, index: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run instance ``index`` over its rows; the output rows, then the receipt row."""
+        """Run instance ``index`` over its rows as the shuffle delivers them (with their key
+        group and instance columns); the output rows, then the receipt row."""
+        for row in rows:
+            del row[INSTANCE_COLUMN]
         out, receipt, stats = self._run(index, rows)
-        out.append({_RECEIPT: _pack_receipt(receipt, stats)})
+        out.append({RECEIPT_COLUMN: pack_receipt(receipt, stats)})
         return out
 
     def _run(
@@ -341,16 +332,16 @@ class _InstanceTask:
         instance = self._instance(index, stats)
         restore = time.perf_counter() - started
         cache_key = self._cache_key(index)
-        stayed = cache._STAYED.pop(cache_key, 0) + 1 if stats.cached and not stats.snapshot else 0
+        worker = cache.WORKER
+        stayed = worker.next_streak(cache_key, stats.cached and not stats.snapshot)
 
         if plan.time is not None and plan.time.due and not self.hash_keys:
             # The driver's marker rows (none when the task routes the rows itself).
-            rows = [r for r in rows if r[_KG] != -1]
-        groups = group_rows(rows, plan.key_columns, _KG, (_INSTANCE,))
+            rows = [r for r in rows if r[KEY_GROUP_COLUMN] != DUE_MARK]
+        groups = group_rows(rows, plan.key_columns, KEY_GROUP_COLUMN)
         out, receipt = run_instance(plan, instance, groups, stats, restore)
         if plan.use_cache and not plan.replay:
-            cache._CACHE[cache_key] = instance
-            cache._STAYED[cache_key] = stayed
+            worker.keep(cache_key, instance, stayed)
             if self.use_snapshots:
                 t0 = time.perf_counter()
                 self._write_snapshot(index, instance, stats, stayed >= cache._SKIP_SNAPSHOT_AFTER)

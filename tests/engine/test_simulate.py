@@ -24,9 +24,9 @@ import pytest
 import objectspace as osp
 from objectspace import operators as ops
 from objectspace.checkpoint import Instance, PendingSave
+from objectspace.engine import TaskPlan
 from objectspace.errors import ReservedColumnError
 from objectspace.keyed import KeyState
-from objectspace.operators.execution import TaskPlan
 from objectspace.testing import simulate
 from tests.operators.test_operators import CASES, KEYS, SOURCES, Case
 from tests.support.spark import (
@@ -243,7 +243,7 @@ def test_output_columns_as_the_output_schema() -> None:
 
 def test_importing_testing_does_not_import_spark() -> None:
     code = (
-        "import sys, objectspace.testing, objectspace.operators.execution\n"
+        "import sys, objectspace.testing, objectspace.engine\n"
         "bad = sorted(m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules)\n"
         "assert not bad, bad\n"
     )

@@ -1,5 +1,7 @@
-"""What a task reports to the driver (its receipt and statistics, packed in one column) and the
-statistics of a batch.
+"""The wire format of what a task reports to the driver: its receipt, its statistics and, when
+small, its output rows, packed in one binary column of the task's result. msgpack of plain
+fields only, checked field by field on the driver (never a pickle: a row's bytes must not be
+able to run code there).
 """
 
 from __future__ import annotations
@@ -7,24 +9,22 @@ from __future__ import annotations
 import dataclasses
 
 from objectspace.checkpoint import Receipt
+from objectspace.engine import TaskStats
 from objectspace.errors import CheckpointError
-from objectspace.operators.execution import BatchStats, TaskStats
 from objectspace.storage.contract import StagedWrite
 
-__all__ = ["BatchStats", "TaskStats"]
+__all__ = ["I64", "MAX_RECEIPT_BYTES", "pack_receipt", "unpack_receipt"]
 
-
-# -- receipts: how a task's receipt and stats reach the driver --------------------------------
 
 _RECEIPT_VERSION = 3
 _RECEIPT_INTS = ("index", "parallelism", "checkpoint_id", "bytes_written", "rows_written")
-_I64 = 1 << 63
-_MAX_RECEIPT_BYTES = 1 << 26
+I64 = 1 << 63
+MAX_RECEIPT_BYTES = 1 << 26
 """The largest receipt row the driver decodes (its output included: see
 ``StatefulRunner(inline_output_bytes=...)``, which is capped below it)."""
 
 
-def _pack_receipt(receipt: Receipt | None, stats: TaskStats, output: bytes | None = None) -> bytes:
+def pack_receipt(receipt: Receipt | None, stats: TaskStats, output: bytes | None = None) -> bytes:
     """The receipt row's bytes: msgpack of plain fields only (never a pickle: the driver
     decodes them, and a row's bytes must not be able to run code there). ``output`` is the
     task's output rows as an Arrow IPC stream when they travel with the receipt, ``None``
@@ -54,11 +54,11 @@ def _pack_receipt(receipt: Receipt | None, stats: TaskStats, output: bytes | Non
 
 
 def _is_int(value: object) -> bool:
-    return type(value) is int and -_I64 <= value < _I64
+    return type(value) is int and -I64 <= value < I64
 
 
-def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats, bytes | None]:
-    """Decode and check what :func:`_pack_receipt` wrote (the receipt, the task's stats and
+def unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats, bytes | None]:
+    """Decode and check what :func:`pack_receipt` wrote (the receipt, the task's stats and
     its output when it travels with them); :class:`CheckpointError` for anything else (no
     field of another type, no field missing or extra)."""
     import msgpack
@@ -66,7 +66,7 @@ def _unpack_receipt(blob: object) -> tuple[Receipt | None, TaskStats, bytes | No
     def bad(why: str) -> CheckpointError:
         return CheckpointError(f"a task returned a malformed receipt row ({why})")
 
-    if not isinstance(blob, bytes | bytearray) or len(blob) > _MAX_RECEIPT_BYTES:
+    if not isinstance(blob, bytes | bytearray) or len(blob) > MAX_RECEIPT_BYTES:
         raise bad(f"{type(blob).__name__} of {len(blob) if isinstance(blob, bytes) else '?'}")
     try:
         data = msgpack.unpackb(

@@ -1,0 +1,131 @@
+"""Key-group routing as Spark SQL: each row's key group and instance computed in the JVM as
+plain column expressions, so rows reach their instance's task without a Python pass.
+
+:func:`spark_key_group_expr` is ``pmod(xxhash64(key columns), max_key_groups)``, equal bit
+for bit to :func:`objectspace.key_group_hash` modulo ``max_key_groups`` for the column types
+listed in :mod:`objectspace.keygroups`; :func:`spark_instance_expr` is
+:meth:`objectspace.KeyGroups.instance_of` as a ``CASE WHEN``. The same routing in Python
+(for an input in one partition, and for ``simulate``) is
+:func:`objectspace.engine.route_rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from objectspace.engine import INSTANCE_COLUMN, KEY_GROUP_COLUMN
+from objectspace.keygroups import KeyGroups, check_max_key_groups
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "DUE_MARK",
+    "due_marker_rows",
+    "hashes_alike",
+    "quote",
+    "spark_instance_expr",
+    "spark_key_group_expr",
+    "with_routing",
+]
+
+
+def quote(name: str) -> str:
+    """``name`` as a Spark SQL backtick-quoted identifier (a backtick is escaped by doubling)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def spark_key_group_expr(columns: list[str], max_key_groups: int) -> str:
+    """Spark SQL expression computing a row's key group from its key columns.
+
+    ``pmod(xxhash64(`c1`, `c2`, ...), max_key_groups)``; equal to :meth:`KeyGroups.key_group`
+    of the tuple of column values (or of the single value for one column), provided the columns
+    have the Spark types listed in :mod:`objectspace.keygroups` (Python ``int`` keys need
+    ``bigint``). Column names are quoted with backticks, so any name is safe.
+    """
+    if not columns:
+        raise ValueError("spark_key_group_expr needs at least one key column")
+    check_max_key_groups(max_key_groups)
+    cols = ", ".join(quote(c) for c in columns)
+    return f"pmod(xxhash64({cols}), {max_key_groups})"
+
+
+def spark_instance_expr(key_group_col: str, max_key_groups: int, parallelism: int) -> str:
+    """Spark SQL expression mapping an integer key-group column to its instance.
+
+    The same formula as :meth:`KeyGroups.instance_of`, as a ``CASE WHEN`` using Spark's integer
+    division ``div``; for example ``spark_instance_expr("kg", 10, 4)`` is::
+
+        CASE WHEN `kg` < 6 THEN `kg` div 3 ELSE 2 + ((`kg` - 6) div 2) END
+    """
+    KeyGroups(max_key_groups).range_of(0, parallelism)  # checks both (ValueError)
+    per = max_key_groups // parallelism
+    overflow = max_key_groups - per * parallelism
+    kg = quote(key_group_col)
+    first_non_overflow = overflow * (per + 1)
+    return (
+        f"CASE WHEN {kg} < {first_non_overflow} THEN {kg} div {per + 1} "
+        f"ELSE {overflow} + (({kg} - {first_non_overflow}) div {per}) END"
+    )
+
+
+def hashes_alike(dtype: Any) -> bool:
+    """Whether a key column of Spark type ``dtype`` reaches Python as a value that
+    :func:`~objectspace.key_group_hash` hashes exactly as :func:`with_routing`'s
+    ``xxhash64`` expression hashes the column (integers are cast to BIGINT there): strings
+    of the default collation, integers, binary and booleans."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.StringType):
+        return bool(dtype == T.StringType())
+    return isinstance(
+        dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType | T.BinaryType | T.BooleanType
+    )
+
+
+def with_routing(
+    df: DataFrame, key_columns: Sequence[str], max_key_groups: int, parallelism: int
+) -> DataFrame:
+    """``df`` with each row's key group and instance (the reserved columns), computed in
+    the JVM."""
+    from pyspark.sql import types as T
+
+    # Integer keys hash as 8-byte longs, exactly as objectspace.key_group_hash does.
+    key_exprs = []
+    for name in key_columns:
+        dtype = df.schema[name].dataType
+        cast = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
+        key_exprs.append(f"CAST({quote(name)} AS BIGINT)" if cast else quote(name))
+    # Both helper columns in one projection (each DataFrame call is a JVM round trip per
+    # batch): the instance expression reads the key group's expression.
+    kg_sql = f"CAST(pmod(xxhash64({', '.join(key_exprs)}), {max_key_groups}) AS INT)"
+    instance_sql = spark_instance_expr(KEY_GROUP_COLUMN, max_key_groups, parallelism).replace(
+        quote(KEY_GROUP_COLUMN), f"({kg_sql})"
+    )
+    return df.selectExpr(
+        "*",
+        f"{kg_sql} AS {quote(KEY_GROUP_COLUMN)}",
+        f"CAST({instance_sql} AS INT) AS {quote(INSTANCE_COLUMN)}",
+    )
+
+
+DUE_MARK = -1
+"""The key group of a marker row: an instance with timers or TTL'd entries due but no rows
+gets one such row, so that its task runs; the task drops it."""
+
+
+def due_marker_rows(spark: Any, routed: DataFrame, instances: Sequence[int]) -> DataFrame:
+    """``routed`` with one marker row per instance of ``instances`` (key group
+    :data:`DUE_MARK`, every other column null)."""
+    from pyspark.sql import types as T
+
+    nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in routed.schema.fields])
+    marks = [
+        tuple(
+            DUE_MARK if f.name == KEY_GROUP_COLUMN else i if f.name == INSTANCE_COLUMN else None
+            for f in nullable.fields
+        )
+        for i in sorted(instances)
+    ]
+    return routed.unionByName(spark.createDataFrame(marks, nullable))
