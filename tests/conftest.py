@@ -96,7 +96,7 @@ def any_storage_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) 
 # as usual, and as "<file>[python]", imported again against a second copy of the modules that
 # build on those classes (collections, space and everything above them), made with
 # OBJECTSPACE_PURE_PYTHON=1. The modules below them (errors, tables, serialization, keygroups,
-# stores, storage) are shared, so exception classes and store types are the same in both.
+# storage) are shared, so exception classes and store types are the same in both.
 # Pickling tests are not collected under the copy: pickle finds a class by its module and
 # name, i.e. in the original modules, so a copy's objects cannot round-trip in this process;
 # each of these files still runs its pickling tests in a subprocess with
@@ -109,7 +109,7 @@ PURE_PYTHON_TWINS = {
     # the state machines on the memory store only (the SQLite store adds nothing per class)
     "test_space_statemachines.py": "memory",
 }
-_SHARED = ("errors", "tables", "serialization", "keygroups", "stores", "storage")
+_SHARED = ("errors", "tables", "serialization", "keygroups", "storage")
 _pure_copy: dict[str, object] | None = None
 
 

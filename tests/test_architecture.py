@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import graphlib
 import os
 import subprocess
 import sys
@@ -52,3 +53,51 @@ def test_private_name_checker_finds_a_violation(tmp_path: Path) -> None:
     assert all("objectspace.outer imports" in line for line in lines)
     assert "objectspace.inner.mod._hidden (private to objectspace.inner)" in lines[0]
     assert "objectspace.inner._impl.X (private to objectspace.inner)" in lines[1]
+
+
+# The C extension is no Python file: the import graph sees ``from objectspace.collections
+# import _core`` as an import of the package itself.
+_NOT_AN_IMPORT_OF_THE_PACKAGE = {("objectspace.collections._impl", "objectspace.collections")}
+
+
+def test_no_import_circle_between_modules() -> None:
+    """Modules import one another without a circle, imports under ``TYPE_CHECKING`` aside."""
+    import grimp
+
+    graph = grimp.build_graph("objectspace", exclude_type_checking_imports=True)
+    edges = {
+        m: {
+            x
+            for x in graph.find_modules_directly_imported_by(m)
+            if x.startswith("objectspace") and (m, x) not in _NOT_AN_IMPORT_OF_THE_PACKAGE
+        }
+        for m in graph.modules
+    }
+    try:
+        tuple(graphlib.TopologicalSorter(edges).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import circle: {' -> '.join(exc.args[1])}") from exc
+
+
+def test_no_module_or_class_too_large_outside_the_collections() -> None:
+    """A module of at most 700 lines, a class of at most 40 methods: a file a page or two per
+    role. The collections (one module per structure, as sortedcontainers) are exempt."""
+    import ast
+
+    large = []
+    for path in sorted((ROOT / "src" / "objectspace").rglob("*.py")):
+        if "collections" in path.relative_to(ROOT / "src" / "objectspace").parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 700:
+            large.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                methods = [
+                    b for b in node.body if isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef)
+                ]
+                if len(methods) > 40:
+                    large.append(
+                        f"{path.relative_to(ROOT)}: {node.name} has {len(methods)} methods"
+                    )
+    assert not large, large

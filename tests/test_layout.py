@@ -4,6 +4,7 @@ rich nor argparse."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import warnings
@@ -23,6 +24,45 @@ def test_new_homes_do_not_warn() -> None:
         from objectspace.storage.stores import MemoryStore, SQLiteStore, Store  # noqa: F401
         from objectspace.tables import DELETED, CheckpointKind, StateWriter  # noqa: F401
     assert osp.Store is Store and osp.SQLiteStore is SQLiteStore
+
+
+GONE = [
+    "objectspace.plots",
+    "objectspace.spark_demo",
+    "objectspace.spark_state",
+    "objectspace.stores",
+    "objectspace.storage.base",
+    "objectspace.storage.memory",
+    "objectspace.storage.versioned",
+    "objectspace.storage.sqlite_backend",
+    "objectspace.storage.postgres_backend",
+    "objectspace.storage.segments.codec",
+    "objectspace.operators.execution",
+    "objectspace.operators.state",
+    "objectspace.operators.timing",
+    "objectspace.demo.plots",
+]
+
+
+@pytest.mark.parametrize("old", GONE)
+def test_no_module_left_at_an_old_path(old: str) -> None:
+    """The package was never released: old paths are removed, not forwarded."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        ("objectspace", "CheckpointStats"),
+        ("objectspace.storage", "SQLiteStore"),
+        ("objectspace.storage.sqlite", "SQLiteStore"),
+        ("objectspace.inspection", "render_inspect"),
+        ("objectspace.operators", "KeyState"),
+    ],
+)
+def test_no_name_forwarded_from_an_old_home(package: str, name: str) -> None:
+    assert not hasattr(importlib.import_module(package), name)
 
 
 @pytest.mark.parametrize(

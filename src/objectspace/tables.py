@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 ROW_OVERHEAD = 8
-"""Bytes :class:`~objectspace.stores.sqlite.SQLiteStore` counts in ``bytes_written`` per row
+"""Bytes :class:`~objectspace.storage.stores.sqlite.SQLiteStore` counts in ``bytes_written`` per row
 written, on top of the row's key and value: its logical bytes, what a store keeping one
 database row per entry would write (two 4-byte references: the row's table and a checksum).
 It stores each commit as one compressed block, so what reaches the disk is measured apart
