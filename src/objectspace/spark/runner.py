@@ -66,7 +66,7 @@ class StatefulRunner:
     """Runs a keyed stateful function over Spark DataFrames with checkpointed object spaces.
 
     ``fn(key, rows, state)`` gets one key's rows of a batch (dicts, in ``order_by`` order)
-    and a :class:`~objectspace.operators.KeyState`, and yields output rows (dicts; the key
+    and a :class:`~objectspace.keyed.KeyState`, and yields output rows (dicts; the key
     columns are filled in when missing). ``key`` and ``order_by`` name one column or several
     (a multi-column key is a tuple). ``output_schema`` is a DDL string or a ``StructType``.
     ``retain`` keeps that many checkpoints after each commit (``None``: never drop any).
@@ -92,29 +92,27 @@ class StatefulRunner:
     event time), ``watermark_delay`` (a str like ``"10 seconds"`` or a timedelta),
     ``late_rows`` (``"drop"``, counted in ``BatchStats.rows_late``, or ``"keep"``) and
     ``on_timer(key, when, state)``, the handler of the timers ``state.timers`` registers
-    (default: the operator's own ``on_timer``).
+    (default: the function's own handler, :class:`~objectspace.keyed.TimerHandler`).
 
     ``inline_output_bytes`` (default 16 MiB) lets a batch's output come back to the driver
     with the tasks' receipts when it is small: a task whose output, as an Arrow IPC stream,
     is at most this many bytes divided by the batch's parallelism sends it with its receipt,
     and when every task did, :meth:`process` returns the output as a local DataFrame, which
-    the sink reads without another Spark job over the cached rows (about 50 ms less per
-    micro-batch here). A larger output stays in the cached DataFrame as before; 0 keeps
-    every output there. After a batch whose output all came back this way, the next
-    batch's result is not cached (~12 ms less per batch): should one of its tasks' output
-    be larger after all, using that output runs the batch's tasks again (the same rows,
-    nothing committed twice), and the following batches are cached again.
+    the sink reads without another Spark job over the cached rows. A larger output stays in
+    the cached DataFrame as before; 0 keeps every output there. After a batch whose output
+    all came back this way, the next batch's result is not cached (one Spark call less per
+    batch): should one of its tasks' output be larger after all, using that output runs the
+    batch's tasks again (the same rows, nothing committed twice), and the following batches
+    are cached again.
 
-    ``inline_state_bytes`` (default 16 MiB) lets the tasks send the state they saved to
-    the driver with their receipts: a task whose save encodes to at most this many bytes
-    divided by the batch's parallelism stores nothing itself, and the driver stores every
-    such task's blocks in the checkpoint's commit transaction (segment storage: in one
-    segment file per batch, written just before it). One transaction per micro-batch
-    instead of one per task plus the commit writes fewer pages and files (the Buffer
-    workload without Spark, 4 instances: 5.6 MB to the disk instead of 7.8 MB on
-    ``sqlite:///``, 4.6 MB instead of 8.7 MB on ``file://`` segments), and an attempt that
-    is never committed leaves nothing behind. A larger save stores its pending writes
-    itself, as every save does with 0.
+    ``inline_state_bytes`` (default 16 MiB) lets the tasks send the state they saved to the
+    driver with their receipts: a task whose save encodes to at most this many bytes divided
+    by the batch's parallelism stores nothing itself, and the driver stores every such
+    task's blocks in the checkpoint's commit transaction (segment storage: in one segment
+    file per batch, written just before it). One transaction per micro-batch instead of one
+    per task plus the commit writes fewer pages and files (BENCHMARKS.md, "What a durable
+    commit costs at the disk"), and an attempt that is never committed leaves nothing
+    behind. A larger save stores its pending writes itself, as every save does with 0.
 
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
@@ -422,7 +420,7 @@ class StatefulRunner:
             tables.append(table)
         if not tables:
             # An empty local DataFrame of the schema, built once per session and reused:
-            # building one is a JVM round trip of ~15 ms.
+            # building one is a JVM round trip.
             cached = self._empty_outputs.get(id(spark))
             if cached is not None and cached[0] is spark:
                 return cached[1]
