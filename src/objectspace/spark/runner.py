@@ -147,7 +147,6 @@ class StatefulRunner:
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
-        self.fn = fn
         self.time_options = TimeOptions.of(
             time_mode, event_time, watermark_delay, late_rows, on_timer
         )
@@ -219,6 +218,18 @@ class StatefulRunner:
         self._rows_left = True
         # The empty output DataFrame, by SparkSession (see _local_output).
         self._empty_outputs: dict[int, tuple[Any, DataFrame]] = {}
+
+    @property
+    def fn(self) -> StatefulFunction:
+        """The function the next batches run (assignable: a new one applies from the next
+        batch on, on the same state)."""
+        return self._driver.fn
+
+    @fn.setter
+    def fn(self, fn: StatefulFunction) -> None:
+        if not callable(fn):
+            raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
+        self._driver.fn = fn
 
     def __repr__(self) -> str:
         return (
