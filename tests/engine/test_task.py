@@ -11,7 +11,7 @@ import pytest
 from objectspace.engine import TaskStats, TimeOptions, TimePlan, order_rows
 from objectspace.engine.task import _drop_late
 from objectspace.errors import TimeError
-from objectspace.keyed import Clock, to_ms
+from objectspace.keyed import MAX_MS, Clock, from_ms, to_ms
 
 Row = dict[str, Any]
 
@@ -46,31 +46,43 @@ def test_order_rows_equals_the_reference(seed: int) -> None:
 
 
 def reference_drop_late(
-    groups: dict[tuple[int, Any], list[Row]], timing: TimePlan, stats: TaskStats
+    groups: dict[tuple[int, Any], list[Row]],
+    timing: TimePlan,
+    stats: TaskStats,
+    late_time: Any = None,
 ) -> dict[tuple[int, Any], list[Row]]:
-    """``_drop_late`` as it was before its fast path: every group rebuilt."""
+    """``_drop_late`` without its fast path: every group rebuilt. A row is late when
+    ``late_time(ts)`` is at or below the late watermark; a row without a usable time is
+    dropped and counted."""
     column = timing.options.event_time
     assert column is not None
-    watermark = timing.clock.watermark
+    floor = timing.clock.late_watermark or 0
     keep = timing.options.late_rows == "keep"
     largest = stats.max_event_time
     kept: dict[tuple[int, Any], list[Row]] = {}
+    dropped = 0
     for group_key, rows in groups.items():
         on_time: list[Row] = []
         for row in rows:
             value = row.get(column)
-            if value is None:
-                raise TimeError(f"a row of key {group_key[1]!r} has no event time")
-            ms = value if type(value) is int else to_ms(value)
+            try:
+                ms = value if type(value) is int else to_ms(value)
+                from_ms(ms)
+            except TimeError:
+                stats.rows_bad_time += 1
+                dropped += 1
+                continue
             largest = max(largest, ms)
-            if watermark is not None and ms < watermark and not keep:
+            if (ms if late_time is None else late_time(ms)) <= floor:
                 stats.rows_late += 1
-            else:
-                on_time.append(row)
+                if not keep:
+                    dropped += 1
+                    continue
+            on_time.append(row)
         if on_time:
             kept[group_key] = on_time
     stats.max_event_time = largest
-    stats.rows_in -= stats.rows_late
+    stats.rows_in -= dropped
     stats.keys = len(kept)
     return kept
 
@@ -79,10 +91,11 @@ def reference_drop_late(
 def test_drop_late_equals_the_reference(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(500):
-        watermark = rng.choice((None, 50, 100))
+        late = rng.choice((0, 50, 100))
         late_rows = rng.choice(("drop", "keep"))
+        late_time = rng.choice((None, lambda t: t + 7, lambda t: t - t % 20 + 20))
         timing = TimePlan(
-            Clock("event", watermark, 0, "ts"),
+            Clock("event", late + 10, 0, "ts", late_watermark=late),
             TimeOptions("event", "ts", 0, late_rows),
         )
         groups: dict[tuple[int, Any], list[Row]] = {}
@@ -90,7 +103,9 @@ def test_drop_late_equals_the_reference(seed: int) -> None:
             late_share = rng.choice((0.0, 0.0, 0.3, 1.0))
             groups[(key % 3, key)] = [
                 {
-                    "ts": rng.randrange(0, 50)
+                    "ts": rng.choice((None, "x", 1.5, True, MAX_MS + 1, -(2**62)))
+                    if rng.random() < 0.05
+                    else rng.randrange(0, 50)
                     if rng.random() < late_share
                     else rng.randrange(50, 200)
                 }
@@ -99,8 +114,8 @@ def test_drop_late_equals_the_reference(seed: int) -> None:
         before = {k: list(v) for k, v in groups.items()}
         n = sum(map(len, groups.values()))
         got_stats, want_stats = TaskStats(rows_in=n), TaskStats(rows_in=n)
-        got = _drop_late(groups, timing, got_stats)
-        want = reference_drop_late(before, timing, want_stats)
+        got = _drop_late(groups, timing, got_stats, late_time)
+        want = reference_drop_late(before, timing, want_stats, late_time)
         assert list(got) == list(want)
         assert {k: [id(r) for r in v] for k, v in got.items()} == {
             k: [id(r) for r in v] for k, v in want.items()
@@ -108,7 +123,13 @@ def test_drop_late_equals_the_reference(seed: int) -> None:
         assert got_stats == want_stats
 
 
-def test_drop_late_refuses_a_row_without_event_time() -> None:
-    timing = TimePlan(Clock("event", 10, 0, "ts"), TimeOptions("event", "ts", 0, "drop"))
-    with pytest.raises(TimeError, match="has no event time"):
-        _drop_late({(0, "k"): [{"ts": 20}, {"x": 1}]}, timing, TaskStats())
+def test_a_row_without_a_usable_event_time_is_dropped_and_counted() -> None:
+    """Null, not a time, or beyond year 9999: such a row cannot wedge the stream."""
+    timing = TimePlan(
+        Clock("event", 10, 0, "ts", late_watermark=10), TimeOptions("event", "ts", 0, "drop")
+    )
+    stats = TaskStats(rows_in=5)
+    rows = [{"ts": 20}, {"x": 1}, {"ts": "soon"}, {"ts": MAX_MS + 1}, {"ts": 10}]
+    got = _drop_late({(0, "k"): rows}, timing, stats)
+    assert got == {(0, "k"): [{"ts": 20}]}
+    assert (stats.rows_bad_time, stats.rows_late, stats.rows_in) == (3, 1, 1)

@@ -57,13 +57,16 @@ def reference(batches: list[list[dict[str, Any]]], delay: int) -> tuple[list[Cou
     timers: dict[Any, set[int]] = {}
     outputs = []
     late = 0
+    watermark = 0  # Spark's: 0 at first, never decreasing; late rows by the previous one
     for rows in batches:
-        watermark = None if max_event is None else max_event - delay
+        previous = watermark
+        if max_event is not None:
+            watermark = max(watermark, max_event - delay)
         for row in rows:
             max_event = row["ts"] if max_event is None else max(max_event, row["ts"])
         by_key: dict[Any, list[dict[str, Any]]] = {}
         for row in rows:
-            if watermark is not None and row["ts"] < watermark:
+            if row["ts"] <= previous:
                 late += 1
                 continue
             by_key.setdefault(row["k"], []).append(row)
@@ -75,12 +78,11 @@ def reference(batches: list[list[dict[str, Any]]], delay: int) -> tuple[list[Cou
                 last[key] = max(row["ts"], last.get(key, row["ts"]))
                 timers.setdefault(key, set()).add(last[key] + GAP)
         out: Counter[Any] = Counter()
-        if watermark is not None:
-            for key in list(timers):
-                for when in sorted(t for t in timers[key] if t <= watermark):
-                    timers[key].discard(when)
-                    out[(key, when, counts.pop(key, 0))] += 1
-                    last.pop(key, None)
+        for key in list(timers):
+            for when in sorted(t for t in timers[key] if t <= watermark):
+                timers[key].discard(when)
+                out[(key, when, counts.pop(key, 0))] += 1
+                last.pop(key, None)
         outputs.append(out)
     return outputs, late
 
@@ -297,14 +299,15 @@ def test_late_rows_are_kept_with_late_rows_keep():
     def fn(key, rows, state):
         yield {"k": key, "n": len(rows)}
 
-    batches = [[{"k": 1, "ts": 100}], [{"k": 1, "ts": 1}, {"k": 1, "ts": 99}]]
+    # Batch 2 tests late rows against batch 1's watermark (100, Spark's rule): both are late.
+    batches = [[{"k": 1, "ts": 100}], [], [{"k": 1, "ts": 1}, {"k": 1, "ts": 99}]]
     drop = simulate(fn, batches, key="k", order_by="ts", time_mode="event", event_time="ts")
     keep = simulate(
         fn, batches, key="k", order_by="ts", time_mode="event", event_time="ts", late_rows="keep"
     )
-    assert drop.outputs[1] == [{"k": 1, "n": 0}] or drop.outputs[1] == []
-    assert drop.stats[1].rows_late == 2 and drop.stats[1].watermark == 100
-    assert keep.outputs[1] == [{"k": 1, "n": 2}] and keep.stats[1].rows_late == 0
+    assert drop.outputs[2] == []
+    assert drop.stats[2].rows_late == 2 and drop.stats[2].late_watermark == 100
+    assert keep.outputs[2] == [{"k": 1, "n": 2}] and keep.stats[2].rows_late == 2
 
 
 def test_event_time_may_be_a_datetime_column():
@@ -406,7 +409,7 @@ def test_a_timer_costs_one_row_and_no_object_per_key():
 
     n = 200
     batches = [
-        [{"k": k, "ts": 0} for k in range(n)],  # 200 timers at 1000, none due
+        [{"k": k, "ts": 1} for k in range(n)],  # 200 timers at 1001, none due
         [{"k": k, "ts": 500} for k in range(n, 2 * n)],  # 200 more at 1500
         [{"k": -1, "ts": 10_000}],  # watermark 500: nothing due
         [],  # watermark 10,000: all 400 fire (the -1 key's at 11,000 stays)

@@ -100,12 +100,17 @@ def reference(batches: list[list[dict[str, Any]]], mode: str, times: list[int]):
     keys: dict[Any, Reference] = {}
     max_event = None
     outputs, states = [], []
+    watermark = 0  # Spark's: 0 at first, never decreasing; late rows by the previous one
     for b, rows in enumerate(batches):
         if mode == "event":
-            now = None if max_event is None else max_event - DELAY
+            previous = watermark
+            if max_event is not None:
+                watermark = max(watermark, max_event - DELAY)
+            # TTL counts from the first batch after event time was seen
+            now = None if max_event is None else watermark
             for row in rows:
                 max_event = row["ts"] if max_event is None else max(max_event, row["ts"])
-            rows = [r for r in rows if now is None or r["ts"] >= now]
+            rows = [r for r in rows if r["ts"] > previous]
         else:
             now = times[b]
         for ref in keys.values():

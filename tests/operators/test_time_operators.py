@@ -3,9 +3,11 @@
 Each operator runs over random keyed streams with event times (out of order within the
 watermark delay, plus late rows) split into batches, through
 :func:`objectspace.testing.simulate` with the runner's time options; its output per batch
-must equal a reference computed by plain Python from the issue's semantics (the watermark
-of batch N is the largest event time of the batches before N minus the delay; late rows
-are dropped; rows first, then the timers due). Every case runs at parallelism 1, 3 and 8,
+must equal a reference computed by plain Python from Spark's semantics (batch N evicts
+and fires timers with the watermark max(0, largest event time of the batches before N
+minus the delay), never decreasing; it drops the rows late by the watermark of batch N-1,
+0 for the first: a row is late when the end of what it joins, its own time for a plain
+function, is at or below it; rows first, then the timers due). Every case runs at parallelism 1, 3 and 8,
 with a restart at another parallelism, and with a replayed batch (a first attempt that
 fails after its save), and must give the same output each time.
 """
@@ -66,22 +68,30 @@ def event_batches(seed: int, n_batches: int = 7, delay: int = 5 * SEC) -> Batche
     return batches
 
 
-def watermarks(batches: Batches, delay: int) -> list[int | None]:
-    """The watermark of each batch: the largest event time before it, minus ``delay``."""
-    out: list[int | None] = []
+def watermarks(batches: Batches, delay: int) -> list[tuple[int, int]]:
+    """Spark's two watermarks of each batch: ``(late, eviction)``. Eviction: the largest
+    event time before it minus ``delay``, never below 0 nor below the previous batch's;
+    late: the previous batch's eviction watermark (0 for the first)."""
+    out: list[tuple[int, int]] = []
     top: int | None = None
+    previous = 0
     for rows in batches:
-        out.append(None if top is None else top - delay)
+        evict = previous if top is None else max(previous, top - delay)
+        out.append((previous, evict))
+        previous = evict
         for r in rows:
             top = r["ts"] if top is None else max(top, r["ts"])
     return out
 
 
-def on_time(batches: Batches, delay: int) -> list[list[Row]]:
-    """Each batch's rows that are not late (``ts >= watermark``), in (ts, seq) order."""
+def on_time(
+    batches: Batches, delay: int, late_time: Callable[[int], int] = lambda t: t
+) -> list[list[Row]]:
+    """Each batch's rows that are not late (``late_time(ts) > late watermark``), in (ts,
+    seq) order."""
     return [
-        sorted((r for r in rows if wm is None or r["ts"] >= wm), key=lambda r: (r["ts"], r["seq"]))
-        for rows, wm in zip(batches, watermarks(batches, delay), strict=True)
+        sorted((r for r in rows if late_time(r["ts"]) > late), key=lambda r: (r["ts"], r["seq"]))
+        for rows, (late, _) in zip(batches, watermarks(batches, delay), strict=True)
     ]
 
 
@@ -111,7 +121,8 @@ def ref_sessions(batches: Batches, delay: int, gap: int, aggs: tuple[str, ...]) 
     each key split where two consecutive events are more than ``gap`` apart."""
     pending: dict[Any, list[Row]] = {}
     out: Expected = []
-    for rows, wm in zip(on_time(batches, delay), watermarks(batches, delay), strict=True):
+    rows_on_time = on_time(batches, delay, lambda t: t + gap)
+    for rows, (_, wm) in zip(rows_on_time, watermarks(batches, delay), strict=True):
         for r in rows:
             pending.setdefault(r["k"], []).append(r)
         emitted = []
@@ -126,7 +137,7 @@ def ref_sessions(batches: Batches, delay: int, gap: int, aggs: tuple[str, ...]) 
             keep: list[Row] = []
             for s in sessions:
                 end = s[-1]["ts"] + gap
-                if wm is not None and end <= wm:
+                if end <= wm:
                     emitted.append((k, s[0]["ts"], end, *agg_values(aggs, [r["v"] for r in s])))
                 else:
                     keep += s
@@ -141,15 +152,17 @@ def ref_windows(
     """Per batch, the windows ``[k * slide, k * slide + size)`` the watermark closed."""
     pending: dict[tuple[Any, int], list[int]] = {}
     out: Expected = []
-    for rows, wm in zip(on_time(batches, delay), watermarks(batches, delay), strict=True):
+    every = on_time(batches, delay, lambda t: 1 << 62)  # all rows; late by window below
+    for rows, (late, wm) in zip(every, watermarks(batches, delay), strict=True):
         for r in rows:
             t = r["ts"]
             for k in range((t - size) // slide - 1, t // slide + 2):
-                if k * slide <= t < k * slide + size:
+                # A row counts in each of its windows that is not late (end > late).
+                if k * slide <= t < k * slide + size and k * slide + size > late:
                     pending.setdefault((r["k"], k * slide), []).append(r["v"])
         emitted = []
         for (key, start), values in list(pending.items()):
-            if wm is not None and start + size <= wm:
+            if start + size <= wm:
                 emitted.append((key, start, start + size, *agg_values(aggs, values)))
                 del pending[(key, start)]
         out.append(sorted(emitted, key=repr))
@@ -157,18 +170,21 @@ def ref_windows(
 
 
 def ref_dedup_event(batches: Batches, delay: int, ttl: int, by: str | None) -> Expected:
-    """A row is dropped if its value was emitted at ``e`` and ``ts < e + ttl``."""
-    emitted_at: dict[tuple[Any, Any], int] = {}
+    """Spark's ``dropDuplicatesWithinWatermark``: a row is dropped while its value has an
+    entry (the first row's time + ``ttl``), whatever its own time; an entry goes after the
+    batch whose eviction watermark reaches it."""
+    expires: dict[tuple[Any, Any], int] = {}
     out: Expected = []
-    for rows in on_time(batches, delay):
+    for rows, (_, wm) in zip(on_time(batches, delay), watermarks(batches, delay), strict=True):
         kept = []
         for r in rows:
             v = (r["k"], repr(sorted(r.items())) if by is None else r[by])
-            e = emitted_at.get(v)
-            if e is not None and r["ts"] < e + ttl:
+            if v in expires:
                 continue
-            emitted_at[v] = r["ts"]
+            expires[v] = r["ts"] + ttl
             kept.append((r["k"], r["seq"]))
+        for v in [v for v, e in expires.items() if e <= wm]:
+            del expires[v]
         out.append(sorted(kept, key=repr))
     return out
 
@@ -195,18 +211,18 @@ def ref_expire_count(batches: Batches, delay: int, ttl: int) -> Expected:
     count: dict[Any, int] = {}
     expires: dict[Any, int] = {}
     out: Expected = []
-    for rows, wm in zip(on_time(batches, delay), watermarks(batches, delay), strict=True):
+    for rows, (_, wm) in zip(on_time(batches, delay), watermarks(batches, delay), strict=True):
         by_key: dict[Any, list[Row]] = {}
         for r in rows:
             by_key.setdefault(r["k"], []).append(r)
         emitted = []
         for k, krows in by_key.items():
-            if k in expires and wm is not None and expires[k] <= wm:
+            if k in expires and expires[k] <= wm:
                 del count[k], expires[k]
             count[k] = count.get(k, 0) + len(krows)
             expires[k] = max(expires.get(k, 0), max(r["ts"] for r in krows) + ttl)
             emitted.append((k, count[k]))
-        for k in [k for k, e in expires.items() if wm is not None and e <= wm]:
+        for k in [k for k, e in expires.items() if e <= wm]:
             del count[k], expires[k]
         out.append(sorted(emitted, key=repr))
     return out
@@ -372,17 +388,18 @@ def test_dedup_of_whole_rows_matches_the_reference(seed: int) -> None:
 
 
 def _dedup_rows(batches: Batches, delay: int, ttl: int) -> list[list[Row]]:
-    emitted_at: dict[str, int] = {}
+    expires: dict[str, int] = {}
     out = []
-    for rows in on_time(batches, delay):
+    for rows, (_, wm) in zip(on_time(batches, delay), watermarks(batches, delay), strict=True):
         kept = []
         for r in rows:
             v = repr(sorted(r.items()))
-            e = emitted_at.get(v)
-            if e is not None and r["ts"] < e + ttl:
+            if v in expires:
                 continue
-            emitted_at[v] = r["ts"]
+            expires[v] = r["ts"] + ttl
             kept.append(r)
+        for v in [v for v, e in expires.items() if e <= wm]:
+            del expires[v]
         out.append(kept)
     return out
 

@@ -126,6 +126,16 @@ def test_changed_byte_of_a_block_is_detected(url: str) -> None:
     expect_corrupt(url, f"key group {group}", "checkpoint 1", "checksum")
 
 
+@pytest.mark.parametrize("length", [0, 1, 4, 8, 9, 12])
+def test_a_block_cut_to_any_length_is_detected(url: str, length: int) -> None:
+    storage, _, group = history(url)
+    ids = write_ids(storage, group)
+    block = block_of(storage, ids[2])[:length]
+    run(storage, "UPDATE ckpt_blocks SET data = ? WHERE write = ?", (block, ids[2]))
+    storage.close()
+    expect_corrupt(url, f"key group {group}", "checkpoint 2")
+
+
 def test_flipped_byte_in_the_sqlite_file_is_detected(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     storage, _, group = history(url)

@@ -135,7 +135,9 @@ class BatchDriver:
             batch.seconds_commit = time.perf_counter() - started
             self.time.acknowledge(batch.committed)
         elif timing is not None:
-            batch.watermark, batch.batch_time = timing.clock.watermark, timing.clock.batch_time
+            clock = timing.clock
+            batch.watermark, batch.late_watermark = clock.watermark, clock.late_watermark
+            batch.batch_time = clock.batch_time
         sum_tasks(batch)
         started_at = self._started.pop(plan.checkpoint_id, None)
         if started_at is not None:

@@ -37,6 +37,7 @@ class TaskStats:
     seconds_snapshot: float = 0.0
     seconds_total: float = 0.0
     rows_late: int = 0
+    rows_bad_time: int = 0
     timers_fired: int = 0
     entries_expired: int = 0
     max_event_time: int = NO_TIME
@@ -70,10 +71,18 @@ class BatchStats:
     seconds_save: float = 0.0
     seconds_snapshot: float = 0.0
     rows_late: int = 0
+    """Rows late by the batch's ``late_watermark`` (dropped, or kept with
+    ``late_rows="keep"``)."""
+    rows_bad_time: int = 0
+    """Rows dropped because their event time is null, not a time, or outside the datetimes
+    (years 1 to 9999)."""
     timers_fired: int = 0
     entries_expired: int = 0
     watermark: int | None = None
-    """The watermark the batch ran with (epoch ms; ``None``: none)."""
+    """The watermark the batch evicted and fired event-time timers with (epoch ms;
+    ``None``: not in event mode)."""
+    late_watermark: int | None = None
+    """The watermark the batch's late rows were tested against: the previous batch's."""
     batch_time: int | None = None
     """The batch's processing time (epoch ms), when the operator keeps time."""
     tasks: list[TaskStats] = field(default_factory=list)
@@ -113,5 +122,6 @@ def sum_tasks(batch: BatchStats) -> None:
         batch.seconds_save += stats.seconds_save
         batch.seconds_snapshot += stats.seconds_snapshot
         batch.rows_late += stats.rows_late
+        batch.rows_bad_time += stats.rows_bad_time
         batch.timers_fired += stats.timers_fired
         batch.entries_expired += stats.entries_expired

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from objectspace.checkpoint import Instance, Receipt
@@ -18,12 +19,14 @@ from objectspace.engine.columns import RECEIPT_COLUMN
 from objectspace.engine.plan import TaskPlan
 from objectspace.engine.stats import TaskStats
 from objectspace.engine.time_driver import TimePlan
-from objectspace.errors import ObjectSpaceError, ReservedColumnError, TimeError
+from objectspace.errors import ObjectSpaceError, ReservedColumnError
 from objectspace.keyed import (
+    MAX_MS,
+    MIN_MS,
     KeyState,
-    due_timers,
     earliest,
     expire,
+    expired_timers,
     fire_timer,
     prefix_of_repr,
     to_ms,
@@ -37,7 +40,30 @@ _GROUP_AND_REPR = operator.itemgetter(0, 1)
 
 def order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
     """Sort one key's rows by ``order_columns`` in place (``None`` last); ties (rare) by
-    the whole row, so every attempt sees one order whatever order the rows came in."""
+    the whole row, so every attempt sees one order whatever order the rows came in. Naive
+    datetimes mean UTC: they order among aware ones as the instants they are."""
+    try:
+        _order_rows(rows, order_columns)
+    except TypeError:
+        if not any(isinstance(r[c], datetime) for r in rows for c in order_columns):
+            raise
+        keys = [tuple(_instant(r[c]) for c in order_columns) for r in rows]
+        if len(set(keys)) == len(keys):
+            order = sorted(range(len(rows)), key=keys.__getitem__)
+        else:
+            ties = [repr(sorted(r.items())) for r in rows]
+            order = sorted(range(len(rows)), key=lambda i: (keys[i], ties[i]))
+        rows[:] = [rows[i] for i in order]
+
+
+def _instant(value: Any) -> tuple[bool, Any]:
+    """The sort key of one order value (``None`` last), a naive datetime taken as UTC."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value is None, value)
+
+
+def _order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
 
     def by_order(r: Row) -> tuple[Any, ...]:
         return tuple((r[c] is None, r[c]) for c in order_columns)
@@ -125,17 +151,18 @@ def run_instance(
     if timing is not None:
         touched.update(g for g in timing.due if g in instance.key_groups)
         if timing.options.mode == "event":
-            groups = _drop_late(groups, timing, stats)
+            groups = _drop_late(groups, timing, stats, getattr(plan.fn, "late_time", None))
     t0 = time.perf_counter()
     instance.preload(touched)
     restore += time.perf_counter() - t0
     now = None if clock is None else clock.now
-    if now is not None:
+    ttl_now = None if clock is None else clock.ttl_now
+    if ttl_now is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
             first_due = earliest(space)
-            if first_due is not None and first_due <= now:
-                stats.entries_expired += expire(space, now)
+            if first_due is not None and first_due <= ttl_now:
+                stats.entries_expired += expire(space, ttl_now)
     names = None if plan.output_columns is None else set(plan.output_columns)
     out: list[Row] = []
 
@@ -187,9 +214,8 @@ def run_instance(
     if timing is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
-            fired = due_timers(space, now)
-            stats.timers_fired += len(fired)
-            for when, prefix, key, path in fired:
+            for when, prefix, key, path in expired_timers(space, now):
+                stats.timers_fired += 1
                 # A timer of the key's own state holds the key's prefix: no repr of the key.
                 root = (
                     KeyState(space, prefix, key, (), clock)
@@ -213,19 +239,29 @@ def run_instance(
 
 
 def _drop_late(
-    groups: dict[tuple[int, Any], list[Row]], timing: TimePlan, stats: TaskStats
+    groups: dict[tuple[int, Any], list[Row]],
+    timing: TimePlan,
+    stats: TaskStats,
+    late_time: Callable[[int], int] | None = None,
 ) -> dict[tuple[int, Any], list[Row]]:
-    """Record the rows' largest event time; drop (and count) the late ones unless kept.
-    Without a late row dropped, ``groups`` itself (its lists untouched)."""
+    """Record the rows' largest event time; drop (and count) the late ones unless kept, and
+    the rows without a usable event time.
+
+    A row is late when ``late_time(event time)`` (the end of what it would join, as the
+    operator states it; the event time itself for a plain function) is at or below the
+    batch's late watermark, the previous batch's (Spark's rule). A row whose event time is
+    null, not a time, or outside the datetimes cannot be placed in time: it is dropped and
+    counted in ``rows_bad_time``, never failing the batch. Without a row dropped,
+    ``groups`` itself (its lists untouched)."""
     column = timing.options.event_time
     assert column is not None
-    watermark = timing.clock.watermark
+    floor = timing.clock.late_watermark
+    if floor is None:
+        floor = 0
     keep = timing.options.late_rows == "keep"
-    # Below ``floor`` a row is dropped: none when late rows are kept or without a watermark.
-    floor = None if keep else watermark
     largest = stats.max_event_time
-    late: dict[tuple[int, Any], list[Row]] = {}  # the groups with a late row: on-time rows
-    what = f"event_time column {column!r}"
+    kept: dict[tuple[int, Any], list[Row]] = {}  # the groups with a dropped row: the others
+    dropped = 0
     empty = False
     for group_key, rows in groups.items():
         if not rows:
@@ -233,25 +269,39 @@ def _drop_late(
         on_time: list[Row] | None = None
         for i, row in enumerate(rows):
             value = row.get(column)
-            if value is None:
-                raise TimeError(
-                    f"a row of key {group_key[1]!r} has no event time (column {column!r}): {row!r}"
-                )
-            ms = value if type(value) is int else to_ms(value, what)
-            if ms > largest:
-                largest = ms
-            if floor is not None and ms < floor:
-                stats.rows_late += 1
+            ms = _event_ms(value)
+            if ms is None:
+                stats.rows_bad_time += 1
+                drop = True
+            else:
+                if ms > largest:
+                    largest = ms
+                drop = (ms if late_time is None else late_time(ms)) <= floor
+                if drop:
+                    stats.rows_late += 1
+                    drop = not keep
+            if drop:
+                dropped += 1
                 if on_time is None:
                     on_time = rows[:i]
             elif on_time is not None:
                 on_time.append(row)
         if on_time is not None:
-            late[group_key] = on_time
+            kept[group_key] = on_time
     stats.max_event_time = largest
-    stats.rows_in -= stats.rows_late
-    if late or empty:
-        groups = {k: late.get(k, rows) for k, rows in groups.items()}
+    stats.rows_in -= dropped
+    if kept or empty:
+        groups = {k: kept.get(k, rows) for k, rows in groups.items()}
         groups = {k: rows for k, rows in groups.items() if rows}
     stats.keys = len(groups)
     return groups
+
+
+def _event_ms(value: object) -> int | None:
+    """An event time in epoch ms, ``None`` when it cannot be one (null, not a time, outside
+    the datetimes)."""
+    if type(value) is int:
+        return value if MIN_MS <= value <= MAX_MS else None
+    if isinstance(value, datetime):
+        return to_ms(value)
+    return None

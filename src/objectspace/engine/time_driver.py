@@ -139,11 +139,14 @@ class TimeDriver:
         self._base = base
         self._instance = instance = self._restore(base)
         max_event = None
+        previous = 0  # the watermark the batch before ran with (Spark's: 0 before any)
         deadlines: dict[int, int] = {}
         if instance is not None:
             space = instance.space(0)
             if "max_event" in space:
                 max_event = space.get_value("max_event").value
+            if "watermark" in space:
+                previous = space.get_value("watermark").value
             if "deadlines" in space:
                 deadlines = dict(space.get_dict("deadlines").items())
         if replay and self._exists:
@@ -170,10 +173,22 @@ class TimeDriver:
             self.job.write_mark(self.name + _BATCH_TIME_MARK, f"{checkpoint_id} {batch_time}")
         if not replay:
             self._attempted = {checkpoint_id: batch_time}
-        watermark = None
-        if options.mode == "event" and max_event is not None:
-            watermark = max_event - options.watermark_delay
-        clock = Clock(options.mode, watermark, batch_time, options.event_time)
+        watermark = late = None
+        if options.mode == "event":
+            # Spark's two watermarks: late rows against the previous batch's, eviction and
+            # timers against this one, which never decreases and starts at 0.
+            late = previous
+            watermark = previous
+            if max_event is not None:
+                watermark = max(watermark, max_event - options.watermark_delay)
+        clock = Clock(
+            options.mode,
+            watermark,
+            batch_time,
+            options.event_time,
+            late_watermark=late,
+            started=max_event is not None,
+        )
         now = clock.now
         due = frozenset(g for g, d in deadlines.items() if now is not None and d <= now)
         return TimePlan(clock, options, due)
@@ -183,6 +198,7 @@ class TimeDriver:
         as pending checkpoint ``batch.checkpoint_id``; the receipt to commit with the
         operator's (``None``: nothing to record)."""
         batch.watermark = plan.clock.watermark
+        batch.late_watermark = plan.clock.late_watermark
         batch.batch_time = plan.clock.batch_time
         if batch.replay:
             return None
@@ -209,6 +225,12 @@ class TimeDriver:
                     space.get_value("max_event").value = largest
                 else:
                     space.create_value("max_event", largest)
+        watermark = plan.clock.watermark
+        if watermark is not None:
+            if "watermark" not in space:
+                space.create_value("watermark", watermark)
+            elif space.get_value("watermark").value != watermark:
+                space.get_value("watermark").value = watermark
         times = (
             space.get_dict("batch_time")
             if "batch_time" in space

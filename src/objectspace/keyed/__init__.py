@@ -11,7 +11,16 @@ checkpoints, storage or Spark.
 
 from __future__ import annotations
 
-from objectspace.keyed.clock import TIME_MODES, UNCLOCKED, Clock, from_ms, parse_duration, to_ms
+from objectspace.keyed.clock import (
+    MAX_MS,
+    MIN_MS,
+    TIME_MODES,
+    UNCLOCKED,
+    Clock,
+    from_ms,
+    parse_duration,
+    to_ms,
+)
 from objectspace.keyed.state import KeyRef, KeyState, key_prefix, prefix_of_repr, shared_dict
 from objectspace.keyed.timers import (
     DUE_ID,
@@ -20,12 +29,15 @@ from objectspace.keyed.timers import (
     drop_timers,
     due_timers,
     earliest,
+    expired_timers,
     fire_timer,
 )
 from objectspace.keyed.ttl import TtlDict, TtlList, TtlQueue, TtlSet, TtlValue, expire
 
 __all__ = [
     "DUE_ID",
+    "MAX_MS",
+    "MIN_MS",
     "TIME_MODES",
     "UNCLOCKED",
     "Clock",
@@ -42,6 +54,7 @@ __all__ = [
     "due_timers",
     "earliest",
     "expire",
+    "expired_timers",
     "fire_timer",
     "from_ms",
     "key_prefix",

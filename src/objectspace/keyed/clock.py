@@ -16,6 +16,9 @@ from objectspace.errors import TimeError
 
 __all__ = [
     "EPOCH",
+    "MAX_DURATION_MS",
+    "MAX_MS",
+    "MIN_MS",
     "TIME_MODES",
     "UNCLOCKED",
     "UNITS",
@@ -57,6 +60,15 @@ UNITS = {
     "weeks": 604_800_000,
 }
 """The units :func:`parse_duration` reads (lower case), in milliseconds."""
+MIN_MS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
+"""The earliest time a ``datetime`` holds (0001-01-01 UTC), in epoch ms."""
+MAX_MS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
+"""The latest time a ``datetime`` holds (9999-12-31 UTC), in epoch ms: an event time or a
+timer beyond it (or before :data:`MIN_MS`) has no datetime to show it as, and Spark's
+timestamps end there too."""
+MAX_DURATION_MS = MAX_MS - MIN_MS
+"""The longest duration :func:`parse_duration` accepts (the span of datetimes, about 10,000
+years): a longer watermark delay, TTL or window could never elapse."""
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
 
 
@@ -82,11 +94,16 @@ def parse_duration(value: object, what: str = "duration") -> int:
                 )
             total += float(match.group(1)) * unit
             pos = match.end()
-        ms = round(total)
+        ms = round(total) if total <= MAX_DURATION_MS else MAX_DURATION_MS + 1
     else:
         raise TimeError(f"{what} is a timedelta or a str like '10 seconds', not {value!r}")
     if ms < 0:
         raise TimeError(f"{what} {value!r} is negative")
+    if ms > MAX_DURATION_MS:
+        raise TimeError(
+            f"{what} {value!r} is longer than the span of datetimes ({MAX_DURATION_MS} ms, "
+            "about 10,000 years)"
+        )
     return int(ms)
 
 
@@ -105,27 +122,49 @@ def to_ms(when: object, what: str = "a time") -> int:
 
 
 def from_ms(ms: int) -> datetime:
-    """Epoch milliseconds as an aware UTC datetime."""
-    return EPOCH + timedelta(milliseconds=ms)
+    """Epoch milliseconds as an aware UTC datetime; :class:`TimeError` outside
+    :data:`MIN_MS` .. :data:`MAX_MS`."""
+    try:
+        return EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        raise TimeError(
+            f"{ms} epoch ms is outside the datetimes (years 1 to 9999): it has no datetime"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
 class Clock:
     """The time one batch runs with, fixed for the whole batch.
 
-    ``mode``: ``None``, ``"event"`` or ``"processing"``; ``watermark``: epoch ms or
-    ``None`` (no event time seen yet); ``batch_time``: epoch ms of the batch's processing
-    time; ``event_time``: the name of the event-time column in event mode (the runner's
-    ``event_time``), which the time operators read unless given their own ``time=``.
-    :attr:`now` is the operator's time, used by timers and TTL: the watermark in event
-    mode, the batch time otherwise.
+    ``mode``: ``None``, ``"event"`` or ``"processing"``; ``watermark``: epoch ms, the
+    watermark of eviction and timers (in event mode ``max(event time of the batches before)
+    - delay``, never below 0 nor below the previous batch's, 0 before any event time, as
+    Spark's ``eventTimeWatermarkForEviction``; ``None`` outside event mode);
+    ``late_watermark``: epoch ms, the previous batch's ``watermark`` (0 for the first), which
+    late rows are tested against (Spark's ``eventTimeWatermarkForLateEvents``: a row is late
+    when the end of what it would join is at or below it); ``batch_time``: epoch ms of the
+    batch's processing time; ``event_time``: the name of the event-time column in event mode
+    (the runner's ``event_time``), which the time operators read unless given their own
+    ``time=``; ``started``: in event mode, whether an earlier batch saw event time.
+    :attr:`now` is the operator's time, used by timers: the watermark in event mode, the
+    batch time otherwise. :attr:`ttl_now` is the time of TTL: the same, except that in event
+    mode it starts with the first batch after event time was seen (entries written before
+    count from then).
     """
 
     mode: str | None = None
     watermark: int | None = None
     batch_time: int | None = None
     event_time: str | None = None
+    late_watermark: int | None = None
+    started: bool = True
 
     @property
     def now(self) -> int | None:
         return self.watermark if self.mode == "event" else self.batch_time
+
+    @property
+    def ttl_now(self) -> int | None:
+        if self.mode == "event":
+            return self.watermark if self.started else None
+        return self.batch_time

@@ -45,7 +45,7 @@ each key group it runs.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
@@ -54,7 +54,7 @@ from sortedcontainers import SortedDict
 
 from objectspace.collections import PersistedSortedSet
 from objectspace.errors import ObjectSpaceError, TimeError
-from objectspace.keyed.clock import from_ms, to_ms
+from objectspace.keyed.clock import MAX_MS, MIN_MS, from_ms, to_ms
 from objectspace.space import ObjectSpace
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ __all__ = [
     "drop_timers",
     "due_timers",
     "earliest",
+    "expired_timers",
     "fire_timer",
 ]
 
@@ -111,9 +112,14 @@ class Timers:
 
     def register(self, when: datetime | int) -> None:
         """Register a timer at ``when`` (a datetime, naive meaning UTC, or int epoch ms);
-        registering one that exists changes nothing. Writes one row."""
+        registering one that exists changes nothing; a time outside the datetimes (years 1
+        to 9999) is refused with :class:`TimeError`. Writes one row."""
         ms = when if type(when) is int else to_ms(when, "a timer's time")
         ref = self._ref
+        if not MIN_MS <= ms <= MAX_MS:
+            raise TimeError(
+                f"{ref!r}: a timer at {ms} epoch ms is outside the datetimes (years 1 to 9999)"
+            )
         clock = ref.clock
         if clock is not None and clock.mode is None:
             raise TimeError(
@@ -259,6 +265,34 @@ def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any,
         by_key.pop((prefix, when), None)
         due.append((when, prefix, key, tuple(names)))
     return due
+
+
+def expired_timers(
+    space: ObjectSpace, now: int | None
+) -> Iterator[tuple[int, str, Any, tuple[str, ...]]]:
+    """The timers of ``space`` due at ``now`` (time <= now), one by one, in time order (then
+    by key), as a batch fires them: ``(when_ms, prefix, key, names)`` each. A timer stays
+    registered while the consumer handles it (its key's :meth:`Timers.list` shows it, as
+    Spark's ``listTimers`` does in ``handleExpiredTimer``) and is removed when the consumer
+    asks for the next one; a due timer deleted meanwhile (by the handler of an earlier one)
+    does not fire, and timers registered meanwhile fire in a later call. O(due timers)."""
+    if now is None:
+        return
+    timers = _timer_index(space, False)
+    if timers is None:
+        return
+    index = timers.due
+    by_key = timers.by_key
+    taken = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
+    for entry in taken:
+        when, _, prefix, key = entry[:4]
+        at = (prefix, when)
+        if by_key.get(at) is not entry:
+            continue  # deleted by an earlier handler
+        yield when, prefix, key, tuple(entry[4]) if len(entry) > 4 else ()
+        if by_key.get(at) is entry:
+            del by_key[at]
+            index.discard(entry)
 
 
 class TimerHandler(Protocol):

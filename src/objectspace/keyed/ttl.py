@@ -145,7 +145,7 @@ def _expire_sequence(
 
 
 def _deadline(clock: Clock | None, ttl: int) -> int:
-    now = None if clock is None else clock.now
+    now = None if clock is None else clock.ttl_now
     return UNCLOCKED + ttl if now is None else now + ttl
 
 

@@ -136,13 +136,18 @@ class _Dedup(_ByOperator, _TimedOperator):
         seen = state.dict("seen")
         expiry = state.dict("expiry")
         timers = state.timers
+        clock = state.clock
+        # Event time: a duplicate is dropped while the first row's entry lives, whatever its
+        # own time (the entry goes after the batch whose watermark reaches its end). Batch
+        # time: while the batch time is within ttl of the first row's.
+        periods = clock is None or clock.mode != "event"
         out: list[Row] = []
         for row, t in zip(rows, _row_times(self, state, rows), strict=True):
             v = _value_of(self, row)
             emitted = seen.get(v)
-            if emitted is not None and t < emitted + ttl:
-                continue
             if emitted is not None:
+                if not periods or t < emitted + ttl:
+                    continue
                 _forget(expiry, emitted + ttl, v)
             seen[v] = t
             at = t + ttl
@@ -181,25 +186,29 @@ def _forget(expiry: Any, at: int, value: Any) -> None:
 
 
 def dedup(ttl: Any, by: str | None = None, *, time: str | None = None) -> KeyedOperator:
-    """Drop a row if a row with the same value was emitted less than ``ttl`` before it.
+    """Drop a row while a row with the same value was emitted and its entry lives, as
+    Spark's ``dropDuplicatesWithinWatermark`` (with the watermark delay ``ttl``).
 
     The value is ``row[by]``, or (``by=None``) the whole row, compared as :func:`distinct`
-    compares them. Time is the row's event time in event mode (``time_mode="event"``; the
-    runner's ``event_time`` column, or column ``time``), the batch time otherwise. The
-    first row of a value is emitted and opens a period of
-    ``ttl``; rows of that value before the period's end (earlier rows that arrive out of
-    order too) are dropped and do not extend it; the first row at or after its end is
-    emitted and opens the next one, as Spark's
-    ``dropDuplicatesWithinWatermark`` keeps the first event. A value is forgotten when the
-    watermark (or batch time) passes its period's end. Example::
+    compares them. The first row of a value is emitted and keeps an entry until the
+    operator's time reaches its time plus ``ttl``. In event mode (``time_mode="event"``;
+    the runner's ``event_time`` column, or column ``time``) that is the row's event time
+    and the watermark: every row of that value meanwhile is dropped, whatever its own
+    event time, and does not extend the entry, which is forgotten after the batch whose
+    watermark reaches its end, so the first row after that is emitted again. Otherwise it
+    is the batch time: a row of a batch at least ``ttl`` after the emitted row's is
+    emitted again (Spark has no processing-time form). Within a batch the first row in ``order_by`` order is the one kept
+    (Spark keeps the first in arrival order, which the runner makes deterministic with
+    ``order_by``). In event mode rows late by the previous batch's watermark are dropped
+    before, as for every operator. Example::
 
         StatefulRunner(dedup("10 minutes", by="event_id"), key="user", order_by="ts",
                        time_mode="event", event_time="ts", watermark_delay="1 minute", ...)
 
     State: dict ``"seen"`` from value to the time of its emitted row (epoch ms), dict
-    ``"expiry"`` from a period's end to the values whose period ends then, and one timer
-    per distinct period end, which forgets them. Cost: O(1) per row (O(row size) to make
-    the value hashable); writes: two entries per emitted row, nothing per dropped row.
+    ``"expiry"`` from an entry's end to the values whose entry ends then, and one timer per
+    distinct end, which forgets them. Cost: O(1) per row (O(row size) to make the value
+    hashable); writes: two entries per emitted row, nothing per dropped row.
     """
     return _Dedup(
         _check_duration("dedup", "ttl", ttl),

@@ -123,6 +123,11 @@ class _SessionWindow(_TimeWindowed):
     def _args(self) -> Iterable[str]:
         return (_format_duration(self.gap), *self._agg_args())
 
+    def late_time(self, event_ms: int) -> int:
+        """A row is late by its own session's end, ``t + gap`` (Spark's rule: late when
+        that end is at or below the late watermark, before any merging)."""
+        return event_ms + self.gap
+
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         gap = self.gap
         sessions, prefix = shared_dict(state, _SESSIONS)
@@ -303,15 +308,27 @@ class _FixedWindow(_TimeWindowed):
     def _args(self) -> Iterable[str]:
         return (_format_duration(self.size), _format_duration(self.slide), *self._agg_args())
 
+    def late_time(self, event_ms: int) -> int:
+        """A row is late when the last of its windows ends at or below the late watermark
+        (Spark's rule, window by window: its earlier windows may be late while it still
+        counts in this one)."""
+        return event_ms - event_ms % self.slide + self.size
+
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         size, slide = self.size, self.slide
         windows = state.dict("windows")
         timers = state.timers
+        clock = state.clock
+        # A window ending at or below the late watermark takes no more rows (Spark drops
+        # the row from that window only).
+        late = None if clock is None or clock.mode != "event" else clock.late_watermark
+        floor = -(1 << 63) if late is None else late - size
         touched: dict[int, list[Any]] = {}
         for row, t in zip(rows, _row_times(self, state, rows), strict=True):
-            # The windows holding t: starts s = k * slide with s <= t < s + size.
+            # The windows holding t: starts s = k * slide with s <= t < s + size, and
+            # (s + size > late) not late.
             s = t - t % slide
-            while s > t - size:
+            while s > t - size and s > floor:
                 entry = touched.get(s)
                 if entry is None:
                     old = windows.get(s)

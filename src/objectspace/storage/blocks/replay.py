@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from objectspace.errors import CorruptStateError
 from objectspace.storage.blocks.decode import DictionaryLookup, Tables, _decode_all, _Decoded
-from objectspace.storage.blocks.framing import block_digest
+from objectspace.storage.blocks.framing import _HEAD, block_digest
 from objectspace.storage.contract import WriteInfo
 
 __all__ = ["Block", "replay"]
@@ -71,6 +71,10 @@ def replay(
         )
         if block.data is None:
             raise CorruptStateError(f"{what}: the block is missing")
+        if len(block.data) <= _HEAD.size:
+            raise CorruptStateError(
+                f"{what}: the block is truncated ({len(block.data)} bytes, no more than its header)"
+            )
         if block.digest is not None and block_digest(block.data) != block.digest:
             raise CorruptStateError(
                 f"{what}: the block is not the one the catalog recorded (digest mismatch: "
