@@ -21,6 +21,7 @@ from tests.support.spark import INPUT_DDL, ship, spark, write_json_files  # noqa
 ship(__name__)
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
+T0_MS = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 def sessions(key: Any, rows: list[dict[str, Any]], state: KeyState) -> list[dict[str, Any]]:
@@ -76,7 +77,8 @@ def test_batch_event_time_timers_equal_simulate(spark: Any, tmp_path: Any) -> No
     )
     batches = [
         [(k, T0 + timedelta(seconds=s)) for k, s in [(1, 0), (2, 10), (3, 20), (1, 30), (4, 5)]],
-        [(2, T0 + timedelta(seconds=100)), (5, T0 + timedelta(seconds=1))],  # 5 is late
+        # 5 is not late: batch 1 tests late rows against batch 0's watermark, 0 (Spark's rule)
+        [(2, T0 + timedelta(seconds=100)), (5, T0 + timedelta(seconds=1))],
         [],  # no rows: every due timer fires, in instances that have no rows
     ]
     runner = sessions_runner(tmp_path)
@@ -99,9 +101,10 @@ def test_batch_event_time_timers_equal_simulate(spark: Any, tmp_path: Any) -> No
     )
     expected = [Counter((r["k"], r["end"], r["n"]) for r in out) for out in sim.outputs]
     assert outputs == expected
-    assert sum(sum(c.values()) for c in expected) == 3  # key 2 (last at 100 s) stays open
-    assert [b.rows_late for b in runner.history] == [0, 1, 0]
-    assert runner.history[2].timers_fired == 3 and runner.history[2].rows_in == 0
+    assert sum(sum(c.values()) for c in expected) == 4  # key 2 (last at 100 s) stays open
+    assert [b.rows_late for b in runner.history] == [0, 0, 0]
+    assert [b.late_watermark for b in runner.history] == [0, 0, 30_000 + T0_MS]
+    assert runner.history[2].timers_fired == 4 and runner.history[2].rows_in == 0
 
 
 def ttl_count(key: Any, rows: list[dict[str, Any]], state: KeyState) -> list[dict[str, Any]]:
