@@ -13,6 +13,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from objectspace.keyed import KeyState
 from objectspace.spark import StatefulRunner
 from objectspace.testing import simulate
@@ -286,3 +288,44 @@ def test_a_one_partition_batch_with_due_timers_runs_without_a_shuffle(
     assert runner.history[2].timers_fired == 6
     assert "Exchange" not in plans[2], plans[2]
     assert "Union" not in plans[2], plans[2]
+
+
+def test_a_quiet_stream_fires_its_timers_with_ticks(spark: Any, tmp_path: Any) -> None:
+    """Spark plans no batch for a quiet stream behind foreachBatch; with_ticks makes it run
+    one, which fires what the last data's watermark made due (Spark's no-data batch)."""
+    from objectspace.spark import with_ticks
+
+    start = T0_MS
+    batches = [
+        [{"k": 1, "ts": start, "v": 1.0, "c": 0, "src": "a"}],
+        [{"k": 2, "ts": start + 10_000, "v": 1.0, "c": 0, "src": "a"}],
+        [{"k": 3, "ts": start + 200_000, "v": 1.0, "c": 0, "src": "a"}],
+    ]
+    write_json_files(tmp_path / "in", batches, first_mtime=time.time() - 3600)
+    runner = sessions_runner(tmp_path)
+    got: list[tuple[Any, ...]] = []
+
+    def sink(df: Any, batch_id: int) -> None:
+        got.extend(tuple(r) for r in df.collect())
+
+    stream = spark.readStream.schema(INPUT_DDL).option("maxFilesPerTrigger", 1)
+    query = (
+        with_ticks(stream.json(str(tmp_path / "in")))
+        .writeStream.foreachBatch(runner.foreach_batch(sink))
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(got) < 2 and time.monotonic() < deadline and query.exception() is None:
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    runner.close()
+    # keys 1 and 2 (timers at 60 s and 70 s) fire once the last file's watermark (200 s) is
+    # the batch's; no file follows it, so only a tick batch can fire them
+    assert sorted(got) == [(1, start + 60_000, 1), (2, start + 70_000, 1)]
+    assert all(b.rows_in <= 1 for b in runner.history)  # the ticks are never rows
+    with pytest.raises(ValueError, match="rows_per_second"):
+        with_ticks(stream.json(str(tmp_path / "in")), rows_per_second=0)

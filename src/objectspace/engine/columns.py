@@ -17,6 +17,7 @@ __all__ = [
     "KEY_GROUP_COLUMN",
     "RECEIPT_COLUMN",
     "RESERVED_COLUMNS",
+    "TICK_COLUMN",
     "check_input_columns",
     "check_output_columns",
     "check_parallelism",
@@ -30,6 +31,9 @@ RECEIPT_COLUMN = "__os_receipt"
 RESERVED_COLUMNS = (KEY_GROUP_COLUMN, INSTANCE_COLUMN, RECEIPT_COLUMN)
 """Column names the runner adds to a batch: an input, an output row or an output_schema
 that uses one is refused with :class:`~objectspace.errors.ReservedColumnError`."""
+TICK_COLUMN = "__os_tick"
+"""Marks the tick rows of :func:`objectspace.spark.with_ticks`: the runner drops a row
+whose ``TICK_COLUMN`` is not null before anything runs, and the column with it."""
 
 
 def column_names(value: str | Sequence[str], what: str) -> tuple[str, ...]:

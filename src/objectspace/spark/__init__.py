@@ -7,7 +7,8 @@ out, the instance cache and snapshots, around the engine's per-instance loop), `
 (key groups and instances as Spark SQL expressions, and the marker rows of instances with
 something due), ``receipts`` (the wire format of a task's receipt and stats), ``cache`` (the
 worker's :class:`~objectspace.spark.cache.InstanceCache` and the snapshot file format),
-``state`` (:func:`read_state`), ``session`` (:func:`local_session`).
+``state`` (:func:`read_state`), ``session`` (:func:`local_session`), ``ticks``
+(:func:`with_ticks`, batches for a quiet stream).
 
 :class:`StatefulRunner` runs a function ``fn(key, rows, state)`` (or an operator of
 :mod:`objectspace.operators`) over a DataFrame, batch by batch::
@@ -52,6 +53,7 @@ from objectspace.engine import RESERVED_COLUMNS, BatchStats, StatefulFunction, T
 from objectspace.spark.runner import StatefulRunner
 from objectspace.spark.session import local_session
 from objectspace.spark.state import read_state
+from objectspace.spark.ticks import with_ticks
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -61,4 +63,5 @@ __all__ = [
     "TaskStats",
     "local_session",
     "read_state",
+    "with_ticks",
 ]

@@ -17,6 +17,7 @@ from objectspace.engine import (
     INLINE_STATE_BYTES,
     INSTANCE_COLUMN,
     RECEIPT_COLUMN,
+    TICK_COLUMN,
     TIME_OPERATOR_SUFFIX,
     BatchDriver,
     BatchStats,
@@ -287,6 +288,8 @@ class StatefulRunner:
         if parallelism is not None:
             check_parallelism(parallelism, max_kg)
         spark = df.sparkSession
+        if TICK_COLUMN in df.columns:  # with_ticks: its rows only make the batch run
+            df = df.where(f"{quote(TICK_COLUMN)} IS NULL").drop(TICK_COLUMN)
         if parallelism is not None:
             p = parallelism
         elif self.parallelism is not None:
