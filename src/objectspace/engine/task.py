@@ -269,7 +269,7 @@ def _drop_late(
         on_time: list[Row] | None = None
         for i, row in enumerate(rows):
             value = row.get(column)
-            ms = _event_ms(value)
+            ms = value if type(value) is int and MIN_MS <= value <= MAX_MS else _event_ms(value)
             if ms is None:
                 stats.rows_bad_time += 1
                 drop = True
