@@ -225,8 +225,8 @@ RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
 
 
 def write_results(workload: str, data: dict[str, Any]) -> None:
-    """Store one workload's series in ``benchmarks/results.json`` (what ``objectspace bench``
-    plots; see ``objectspace.demo.plots`` for the shape)."""
+    """Store one workload's series in ``benchmarks/results.json`` (what ``make bench``
+    plots; see ``benchmarks/plots.py`` for the shape)."""
     import json
 
     results: dict[str, Any] = {}
