@@ -249,22 +249,7 @@ def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any,
     """Pop the timers of ``space`` due at ``now`` (time <= now), in time order (then by
     key): ``(when_ms, prefix, key, names)`` each, removed from the index. Timers
     registered afterwards fire in a later call. O(due timers)."""
-    if now is None:
-        return []
-    timers = _timer_index(space, False)
-    if timers is None:
-        return []
-    index = timers.due
-    taken = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
-    due: list[tuple[int, str, Any, tuple[str, ...]]] = []
-    by_key = timers.by_key
-    for entry in taken:
-        when, _, prefix, key = entry[:4]
-        names = entry[4] if len(entry) > 4 else ()
-        index.discard(entry)
-        by_key.pop((prefix, when), None)
-        due.append((when, prefix, key, tuple(names)))
-    return due
+    return list(expired_timers(space, now))
 
 
 def expired_timers(
