@@ -57,9 +57,6 @@ FIELDS = {
     "_pending",
     "_registered",
     "_space",
-    "_t_data",
-    "_t_items",
-    "_t_meta",
 }
 KIND_FIELDS = {
     PersistedValue: {"_value"},
@@ -164,7 +161,7 @@ def test_value_get_set_and_tracking() -> None:
     v.value = "x"
     assert v.value == "x" and v._value == "x"
     assert v._registered and v._meta and space._dirty["v"] is v
-    assert v._dirty == set()
+    assert v._dirty is None  # a value tracks no slots: no set is made
 
 
 def test_value_cannot_be_deleted() -> None:
@@ -255,7 +252,7 @@ def test_array_index_errors(index: int) -> None:
     assert str(got.value) == message
     assert got.value.__suppress_context__
     # the assignment touched the object (as the first edit of a page does), changed nothing
-    assert a._registered and a._dirty == set() and list(a) == [0, 0, 0, 0]
+    assert a._registered and a._dirty is None and list(a) == [0, 0, 0, 0]
 
 
 def test_array_bad_index_types() -> None:
@@ -265,7 +262,7 @@ def test_array_bad_index_types() -> None:
     for bad, name in [("1", "str"), (1.0, "float"), (slice(0, 1), "slice"), (None, "NoneType")]:
         with pytest.raises(TypeError, match=f"^array 'a' indices are ints, not {name}$"):
             a[bad] = 1  # type: ignore[index]
-    assert a._registered and a._dirty == set()
+    assert a._registered and a._dirty is None
     with pytest.raises(TypeError, match="list indices must be integers or slices, not str"):
         a["1"]  # type: ignore[call-overload]
     assert not hasattr(PersistedArray, "__delitem__")
@@ -435,6 +432,56 @@ def test_unset_fields_raise_attribute_error() -> None:
         PersistedList.__new__(PersistedList).append(1)
     with pytest.raises(AttributeError):
         len(PersistedQueue.__new__(PersistedQueue))
+
+
+def test_flag_fields_behave_like_bool_slots() -> None:
+    """``_registered``, ``_meta``, ``_cleared`` and ``_new`` (bits of one C int in the
+    extension) read, write and delete like the slots of the pure-Python classes."""
+    for cls in BASES:
+        obj = cls.__new__(cls)
+        for name in ("_registered", "_meta", "_cleared", "_new"):
+            with pytest.raises(AttributeError):
+                getattr(obj, name)
+            setattr(obj, name, True)
+            assert getattr(obj, name) is True
+            setattr(obj, name, False)
+            assert getattr(obj, name) is False
+            delattr(obj, name)
+            with pytest.raises(AttributeError):
+                getattr(obj, name)
+            with pytest.raises(AttributeError):
+                delattr(obj, name)
+
+
+def test_a_clean_object_holds_no_dirty_set_and_no_table_names() -> None:
+    space, objs = _space_of_five()
+    # new objects are written whole: only the edits after creation made a set
+    assert all(objs[k]._dirty for k in "lqs")
+    assert objs["a"]._dirty is None and objs["v"]._dirty is None
+    _saved(space)
+    for obj in objs.values():
+        assert obj._dirty is None and not obj._registered
+        assert not {"_t_meta", "_t_items", "_t_data"} & set(obj.__getstate__()[1])
+        assert obj._t_meta == f"state/item/{obj.id}/metadata"
+        assert obj._t_items == f"state/item/{obj.id}/items"
+        assert obj._t_data == f"state/item/{obj.id}/data"
+    objs["v"].value = 2
+    objs["a"][-1] = 1
+    objs["l"].append(1)
+    objs["q"].enqueue(1)
+    objs["s"].push(1)
+    assert objs["v"]._dirty is None
+    assert (objs["a"]._dirty, objs["l"]._dirty, objs["q"]._dirty, objs["s"]._dirty) == (
+        {4},
+        {5},
+        {5},
+        {5},
+    )
+    _saved(space)
+    assert all(obj._dirty is None for obj in objs.values())
+    if _impl.IMPLEMENTATION == "c" and not PURE:
+        # the header (with the GC's) and five pointers, the four bools in one int
+        assert sys.getsizeof(objs["v"]) <= 80
 
 
 # -- pickling ------------------------------------------------------------------------------------

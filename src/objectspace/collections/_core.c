@@ -13,9 +13,12 @@
  *   StackBase   + _data (a list); len, push, pop, peek
  *
  * Every field is an object slot (a T_OBJECT_EX member), read and written by name from
- * Python exactly like a __slots__ entry: the save path (_emit, _freeze, _current_page ...)
- * stays in Python and reads them by name. Each type lists its fields in __slots__ (in its
- * __dict__), so copyreg._slotnames and code that walks __slots__ along the MRO see them.
+ * Python exactly like a __slots__ entry, except the four bools of ObjectBase, which are
+ * bits of one C int behind getset descriptors of the same names (a bool each, as a slot
+ * would hold): the save path (_emit, _freeze, _current_page ...) stays in Python and reads
+ * them by name. Each type lists its fields in __slots__ (in its __dict__), so
+ * copyreg._slotnames and code that walks __slots__ along the MRO see them. _dirty is None
+ * until the first edit of a page, which makes the set.
  * The first edit of a page calls the Python method _touch().
  *
  * Objects pickle as (copyreg.__newobj__, (cls,), (dict or None, {slot: value})), the format
@@ -107,19 +110,26 @@ fast_call1(FastMethod *m, PyObject *self, PyObject *arg)
 
 /* -- ObjectBase ---------------------------------------------------------------------------- */
 
+/*
+ * The four bool fields (_registered, _meta, _cleared, _new) are bits of one C int, read and
+ * written through getset descriptors of those names; each has a second bit saying that it
+ * was set, so that reading one never set raises AttributeError like an unset slot.
+ */
+enum {
+    F_REGISTERED = 1 << 0,
+    F_META = 1 << 1,
+    F_CLEARED = 1 << 2,
+    F_NEW = 1 << 3,
+};
+#define F_SET(bit) ((bit) << 4) /* the field was set */
+
 typedef struct {
     PyObject_HEAD
-    PyObject *cleared;
-    PyObject *dirty;
+    PyObject *dirty; /* None until the first edit of a page, then a set */
     PyObject *id;
-    PyObject *meta;
-    PyObject *new_;
     PyObject *pending;
-    PyObject *registered;
     PyObject *space;
-    PyObject *t_data;
-    PyObject *t_items;
-    PyObject *t_meta;
+    unsigned int flags; /* F_* bits, and their F_SET bits */
 } BaseObject;
 
 /* The error reading an unset field raises (the member descriptor's own); always -1. */
@@ -150,23 +160,14 @@ static int touch_slow(BaseObject *self);
 static inline int
 touch(BaseObject *self)
 {
-    return self->registered == Py_True ? 0 : touch_slow(self);
+    return (self->flags & F_REGISTERED) ? 0 : touch_slow(self);
 }
 
 static int
 touch_slow(BaseObject *self)
 {
-    PyObject *registered = self->registered;
-    if (registered != Py_False) {
-        if (registered == NULL) {
-            return missing((PyObject *)self, "_registered");
-        }
-        Py_INCREF(registered);
-        int truth = PyObject_IsTrue(registered);
-        Py_DECREF(registered);
-        if (truth != 0) {
-            return truth < 0 ? -1 : 0;
-        }
+    if (!(self->flags & F_SET(F_REGISTERED))) {
+        return missing((PyObject *)self, "_registered");
     }
     PyObject *result = PyObject_CallMethodNoArgs((PyObject *)self, str_touch);
     if (result == NULL) {
@@ -176,24 +177,26 @@ touch_slow(BaseObject *self)
     return 0;
 }
 
-/* `self.<field> = True` */
+/* `self.<flag field> = True` */
 static inline void
-set_true(PyObject **field)
+set_flag(BaseObject *self, unsigned int bit)
 {
-    PyObject *old = *field;
-    if (old != Py_True) {
-        Py_INCREF(Py_True);
-        *field = Py_True;
-        Py_XDECREF(old);
-    }
+    self->flags |= bit | F_SET(bit);
 }
 
-/* `self._dirty.add(key)` */
+/* `self._dirty.add(key)`, the set made first if `self._dirty` is None */
 static int
 dirty_add(BaseObject *self, PyObject *key)
 {
     PyObject *dirty;
     FIELD_OR_FAIL(dirty, self, dirty, "_dirty", return -1);
+    if (dirty == Py_None) {
+        dirty = PySet_New(NULL);
+        if (dirty == NULL) {
+            return -1;
+        }
+        Py_SETREF(self->dirty, dirty);
+    }
     Py_INCREF(dirty);
     int rc;
     if (PySet_CheckExact(dirty)) {
@@ -324,34 +327,20 @@ empty_error(BaseObject *self, const char *prefix)
 static int
 base_traverse(BaseObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->cleared);
     Py_VISIT(self->dirty);
     Py_VISIT(self->id);
-    Py_VISIT(self->meta);
-    Py_VISIT(self->new_);
     Py_VISIT(self->pending);
-    Py_VISIT(self->registered);
     Py_VISIT(self->space);
-    Py_VISIT(self->t_data);
-    Py_VISIT(self->t_items);
-    Py_VISIT(self->t_meta);
     return 0;
 }
 
 static int
 base_clear(BaseObject *self)
 {
-    Py_CLEAR(self->cleared);
     Py_CLEAR(self->dirty);
     Py_CLEAR(self->id);
-    Py_CLEAR(self->meta);
-    Py_CLEAR(self->new_);
     Py_CLEAR(self->pending);
-    Py_CLEAR(self->registered);
     Py_CLEAR(self->space);
-    Py_CLEAR(self->t_data);
-    Py_CLEAR(self->t_items);
-    Py_CLEAR(self->t_meta);
     return 0;
 }
 
@@ -504,17 +493,63 @@ static PyMethodDef base_methods[] = {
 #define MEMBER(name, type, field) {name, T_OBJECT_EX, offsetof(type, field), 0, NULL}
 
 static PyMemberDef base_members[] = {
-    MEMBER("_cleared", BaseObject, cleared),
     MEMBER("_dirty", BaseObject, dirty),
     MEMBER("_id", BaseObject, id),
-    MEMBER("_meta", BaseObject, meta),
-    MEMBER("_new", BaseObject, new_),
     MEMBER("_pending", BaseObject, pending),
-    MEMBER("_registered", BaseObject, registered),
     MEMBER("_space", BaseObject, space),
-    MEMBER("_t_data", BaseObject, t_data),
-    MEMBER("_t_items", BaseObject, t_items),
-    MEMBER("_t_meta", BaseObject, t_meta),
+    {NULL}};
+
+/* -- the flag fields: a bool each, in BaseObject.flags -- */
+
+typedef struct {
+    unsigned int bit;
+    const char *name;
+} FlagField;
+
+static FlagField flag_registered = {F_REGISTERED, "_registered"};
+static FlagField flag_meta = {F_META, "_meta"};
+static FlagField flag_cleared = {F_CLEARED, "_cleared"};
+static FlagField flag_new = {F_NEW, "_new"};
+
+static PyObject *
+flag_get(BaseObject *self, void *closure)
+{
+    FlagField *field = (FlagField *)closure;
+    if (!(self->flags & F_SET(field->bit))) {
+        PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'",
+                     Py_TYPE(self)->tp_name, field->name);
+        return NULL;
+    }
+    return PyBool_FromLong((self->flags & field->bit) != 0);
+}
+
+/* Stores the value's truth; deleting unsets the field, as for a slot. */
+static int
+flag_set(BaseObject *self, PyObject *value, void *closure)
+{
+    FlagField *field = (FlagField *)closure;
+    if (value == NULL) {
+        if (!(self->flags & F_SET(field->bit))) {
+            PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'",
+                         Py_TYPE(self)->tp_name, field->name);
+            return -1;
+        }
+        self->flags &= ~(field->bit | F_SET(field->bit));
+        return 0;
+    }
+    int truth = value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value);
+    if (truth < 0) {
+        return -1;
+    }
+    self->flags = (self->flags & ~field->bit) | F_SET(field->bit) | (truth ? field->bit : 0);
+    return 0;
+}
+
+static PyGetSetDef base_getset[] = {
+    {"_cleared", (getter)flag_get, (setter)flag_set, NULL, &flag_cleared},
+    {"_meta", (getter)flag_get, (setter)flag_set, NULL, &flag_meta},
+    {"_new", (getter)flag_get, (setter)flag_set, NULL, &flag_new},
+    {"_registered", (getter)flag_get, (setter)flag_set, NULL, &flag_registered},
     {NULL}};
 
 #define TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC)
@@ -532,6 +567,7 @@ static PyTypeObject ObjectBase_Type = {
     .tp_free = PyObject_GC_Del,
     .tp_methods = base_methods,
     .tp_members = base_members,
+    .tp_getset = base_getset,
 };
 
 /* -- ValueBase ----------------------------------------------------------------------------- */
@@ -587,7 +623,7 @@ value_set(ValueObject *self, PyObject *value, void *Py_UNUSED(closure))
         return -1;
     }
     Py_XSETREF(self->value, Py_NewRef(value));
-    set_true(&self->base.meta);
+    set_flag(&self->base, F_META);
     return 0;
 }
 
@@ -940,7 +976,7 @@ list_append(DataObject *self, PyObject *value)
     if (touch(&self->base) < 0) {
         return NULL;
     }
-    set_true(&self->base.meta);
+    set_flag(&self->base, F_META);
     FIELD_OR_FAIL(data, self, data, "_data", return NULL);
     Py_INCREF(data);
     Py_ssize_t n = length_of(data);
@@ -1007,7 +1043,7 @@ stack_push(DataObject *self, PyObject *value)
     if (touch(&self->base) < 0) {
         return NULL;
     }
-    set_true(&self->base.meta);
+    set_flag(&self->base, F_META);
     /* self._dirty.add(len(self._data)) */
     FIELD_OR_FAIL(data, self, data, "_data", return NULL);
     Py_ssize_t n = length_of(data);
@@ -1044,7 +1080,7 @@ stack_pop(DataObject *self, PyObject *Py_UNUSED(ignored))
     if (touch(&self->base) < 0) {
         return NULL;
     }
-    set_true(&self->base.meta);
+    set_flag(&self->base, F_META);
     /* value = self._data.pop() */
     FIELD_OR_FAIL(data, self, data, "_data", return NULL);
     Py_INCREF(data);
@@ -1218,7 +1254,7 @@ queue_enqueue(QueueObject *self, PyObject *value)
     if (touch(&self->base) < 0) {
         return NULL;
     }
-    set_true(&self->base.meta);
+    set_flag(&self->base, F_META);
     /* self._dirty.add(self._head + len(self._data)) */
     FIELD_OR_FAIL(head, self, head, "_head", return NULL);
     Py_INCREF(head);
@@ -1274,7 +1310,7 @@ queue_dequeue(QueueObject *self, PyObject *Py_UNUSED(ignored))
     if (touch(&self->base) < 0) {
         return NULL;
     }
-    set_true(&self->base.meta);
+    set_flag(&self->base, F_META);
     /* self._dirty.add(self._head) */
     FIELD_OR_FAIL(head, self, head, "_head", return NULL);
     Py_INCREF(head);
@@ -1371,21 +1407,39 @@ add_type(PyObject *module, PyTypeObject *type)
     if (PyType_Ready(type) < 0) {
         return -1;
     }
-    Py_ssize_t count = 0;
-    for (PyMemberDef *m = type->tp_members; m != NULL && m->name != NULL; m++) {
-        count++;
-    }
-    PyObject *slots = PyTuple_New(count);
+    /* The fields: the members, and the flag fields (getsets whose closure is a FlagField) */
+    PyObject *slots = PyList_New(0);
     if (slots == NULL) {
         return -1;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *name = PyUnicode_InternFromString(type->tp_members[i].name);
-        if (name == NULL) {
+    for (PyMemberDef *m = type->tp_members; m != NULL && m->name != NULL; m++) {
+        PyObject *name = PyUnicode_InternFromString(m->name);
+        if (name == NULL || PyList_Append(slots, name) < 0) {
+            Py_XDECREF(name);
             Py_DECREF(slots);
             return -1;
         }
-        PyTuple_SET_ITEM(slots, i, name);
+        Py_DECREF(name);
+    }
+    for (PyGetSetDef *g = type->tp_getset; g != NULL && g->name != NULL; g++) {
+        if (g->get != (getter)flag_get) {
+            continue;
+        }
+        PyObject *name = PyUnicode_InternFromString(g->name);
+        if (name == NULL || PyList_Append(slots, name) < 0) {
+            Py_XDECREF(name);
+            Py_DECREF(slots);
+            return -1;
+        }
+        Py_DECREF(name);
+    }
+    if (PyList_Sort(slots) < 0) {
+        Py_DECREF(slots);
+        return -1;
+    }
+    Py_SETREF(slots, PyList_AsTuple(slots));
+    if (slots == NULL) {
+        return -1;
     }
     int rc = PyDict_SetItemString(type->tp_dict, "__slots__", slots);
     Py_DECREF(slots);

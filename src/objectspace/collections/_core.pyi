@@ -22,21 +22,15 @@ class ObjectBase:
         "_pending",
         "_registered",
         "_space",
-        "_t_data",
-        "_t_items",
-        "_t_meta",
     )
     _cleared: bool
-    _dirty: set[Any]
+    _dirty: set[Any] | None
     _id: str
     _meta: bool
     _new: bool
     _pending: Page | None
     _registered: bool
     _space: ObjectSpace | None
-    _t_data: str
-    _t_items: str
-    _t_meta: str
     def __getstate__(self) -> tuple[dict[str, Any] | None, dict[str, Any]]: ...
     def __setstate__(self, state: Any, /) -> None: ...
     def __reduce__(self) -> tuple[Any, ...]: ...

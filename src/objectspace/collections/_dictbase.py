@@ -108,7 +108,10 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
             self._touch()
         self._data[key] = value
         try:  # inline, not self._track(key): the hottest path of a dict
-            self._dirty.add(key)
+            dirty = self._dirty
+            if dirty is None:
+                dirty = self._dirty = set()
+            dirty.add(key)
         except BaseException:
             self._rewrite_all()
             raise
@@ -148,7 +151,7 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
             self._touch()
         self._data.clear()
         self._cleared = True
-        self._dirty = set()
+        self._dirty = None
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self._data.get(key, default)

@@ -50,22 +50,16 @@ class ObjectBase:
         "_pending",
         "_registered",
         "_space",
-        "_t_data",
-        "_t_items",
-        "_t_meta",
     )
 
     _cleared: bool
-    _dirty: set[Any]
+    _dirty: set[Any] | None  # None until the first edit of a page
     _id: str
     _meta: bool
     _new: bool
     _pending: Page | None
     _registered: bool
     _space: ObjectSpace | None
-    _t_data: str
-    _t_items: str
-    _t_meta: str
 
     def __reduce__(self) -> tuple[Any, ...]:
         """``(copyreg.__newobj__, (type(self),), self.__getstate__())``, for every protocol.
@@ -144,7 +138,10 @@ class ArrayBase(ObjectBase):
             raise IndexError(
                 f"array {self._id!r} index {index} out of range (length {len(data)})"
             ) from None
-        self._dirty.add(index if index >= 0 else index + len(data))
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        dirty.add(index if index >= 0 else index + len(data))
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._data)
@@ -174,7 +171,10 @@ class ListBase(ObjectBase):
             self._touch()
         self._meta = True
         data = self._data
-        self._dirty.add(len(data))
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        dirty.add(len(data))
         data.append(value)
 
 
@@ -191,7 +191,10 @@ class QueueBase(ObjectBase):
         if not self._registered:
             self._touch()
         self._meta = True
-        self._dirty.add(self._head + len(self._data))
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        dirty.add(self._head + len(self._data))
         self._data.append(value)
 
     def dequeue(self) -> Any:
@@ -201,7 +204,10 @@ class QueueBase(ObjectBase):
         if not self._registered:
             self._touch()
         self._meta = True
-        self._dirty.add(self._head)
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        dirty.add(self._head)
         self._head += 1
         return self._data.popleft()
 
@@ -227,7 +233,10 @@ class StackBase(ObjectBase):
         if not self._registered:
             self._touch()
         self._meta = True
-        self._dirty.add(len(self._data))
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        dirty.add(len(self._data))
         self._data.append(value)
 
     def pop(self) -> Any:
@@ -238,7 +247,10 @@ class StackBase(ObjectBase):
             self._touch()
         self._meta = True
         value = self._data.pop()
-        self._dirty.add(len(self._data))
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        dirty.add(len(self._data))
         return value
 
     def peek(self) -> Any:

@@ -48,7 +48,10 @@ class _SetBase(KeyedObject, MutableSet[Any]):
                 self._touch()
             self._data.add(value)
             try:  # inline, not self._track_edit(value, True): the hottest path of a set
-                self._dirty.add(value)
+                dirty = self._dirty
+                if dirty is None:
+                    dirty = self._dirty = set()
+                dirty.add(value)
                 if type(value) not in PLAIN_KEY_TYPES:
                     self._spell[value] = value
             except BaseException:
@@ -68,7 +71,7 @@ class _SetBase(KeyedObject, MutableSet[Any]):
         added value of a type not in ``PLAIN_KEY_TYPES``). When tracking raises after the
         edit was made, the whole set is tracked for rewriting and the error raised."""
         try:
-            self._dirty.add(value)
+            self._dirty_set().add(value)
             if added:
                 if type(value) not in PLAIN_KEY_TYPES:
                     self._spell[value] = value
@@ -94,7 +97,7 @@ class _SetBase(KeyedObject, MutableSet[Any]):
             self._touch()
         self._data.clear()
         self._cleared = True
-        self._dirty = set()
+        self._dirty = None
         self._spell = {}
 
     @classmethod

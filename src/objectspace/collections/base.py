@@ -235,7 +235,8 @@ class PersistedObject(ObjectBase):
     :meth:`_emit` (write a page, or the whole object) and :meth:`_load`.
 
     The fields (``_id``, ``_dirty``, ``_meta`` ...) are slots of :class:`ObjectBase`, from
-    the C extension when it was built (see :mod:`objectspace.collections._impl`).
+    the C extension when it was built (see :mod:`objectspace.collections._impl`). Table
+    names are not fields: ``_t_meta``, ``_t_items`` and ``_t_data`` build them on use.
     """
 
     KIND: ClassVar[str] = ""
@@ -245,15 +246,13 @@ class PersistedObject(ObjectBase):
         self._id = object_id
         self._space: ObjectSpace | None = space
         self._registered = False
-        self._dirty: set[Any] = set()
+        # The slots edited in the current page: None until the first edit (most resident
+        # objects are clean, and an empty set would cost 216 bytes each).
+        self._dirty: set[Any] | None = None
         self._meta = False
         self._cleared = False
         self._new = False
         self._pending: Page | None = None
-        prefix = f"state/item/{object_id}/"
-        self._t_meta = prefix + "metadata"
-        self._t_items = prefix + "items"
-        self._t_data = prefix + "data"
 
     @property
     def id(self) -> str:
@@ -269,6 +268,27 @@ class PersistedObject(ObjectBase):
     def kind(self) -> str:
         """The stored kind name, e.g. ``"Array"``."""
         return self.KIND
+
+    # The object's tables, named when a save or load needs them (not kept per object).
+
+    @property
+    def _t_meta(self) -> str:
+        return f"state/item/{self._id}/metadata"
+
+    @property
+    def _t_items(self) -> str:
+        return f"state/item/{self._id}/items"
+
+    @property
+    def _t_data(self) -> str:
+        return f"state/item/{self._id}/data"
+
+    def _dirty_set(self) -> set[Any]:
+        """The current page's set of edited slots, created by the first edit."""
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = set()
+        return dirty
 
     def _touch(self) -> None:
         """Register the object as dirty with its space; called by the first edit of a page."""
@@ -317,7 +337,7 @@ class PersistedObject(ObjectBase):
         """Keep ``page`` until acknowledged and start an empty current page."""
         self._pending = page
         self._registered = False
-        self._dirty = set()
+        self._dirty = None
         self._meta = False
         self._cleared = False
         self._new = False
@@ -404,7 +424,7 @@ class KeyedObject(PersistedObject):
         ``__eq__`` raised against a removed key that is still tracked) after the edit was
         made, the whole object is tracked for rewriting instead, and the error raised."""
         try:
-            self._dirty.add(key)
+            self._dirty_set().add(key)
         except BaseException:
             self._rewrite_all()
             raise

@@ -11,6 +11,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any
 
 from objectspace.collections.base import (
+    _NONE,
     Emitter,
     Page,
 )
@@ -77,7 +78,7 @@ class PersistedDict(_DictBase):
         # _emit do for it.
         if full or self._pending is not None or self._new or self._cleared or self._spell:
             return super()._save(out, full)
-        slots = self._dirty
+        slots = self._dirty if self._dirty is not None else _NONE
         page = Page(False, False, self._meta, slots)
         data = self._data
         order = self._order

@@ -42,7 +42,7 @@ class LinkedListNode:
         if not owner._registered:
             owner._touch()
         self._value = value
-        owner._dirty.add(self._nid)
+        owner._dirty_set().add(self._nid)
 
     @property
     def next(self) -> LinkedListNode | None:
@@ -117,7 +117,7 @@ class PersistedLinkedList(PersistedObject):
         self._next_id += 1
         self._nodes[node._nid] = node
         self._count += 1
-        self._dirty.add(node._nid)
+        self._dirty_set().add(node._nid)
         self._links.add(node._nid)
         return node
 
@@ -185,7 +185,7 @@ class PersistedLinkedList(PersistedObject):
             self._links.add(nxt._nid)
         del self._nodes[node._nid]
         self._count -= 1
-        self._dirty.add(node._nid)
+        self._dirty_set().add(node._nid)
         self._links.add(node._nid)
         node._list = node._prev = node._next = None
 
@@ -216,7 +216,7 @@ class PersistedLinkedList(PersistedObject):
         self._count = 0
         self._cleared = True
         self._meta = True
-        self._dirty = set()
+        self._dirty = None
         self._links = set()
 
     # -- reads ---------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
             self._touch()
         n = len(self._data)
         self._data[index] = value
-        self._dirty.add(index + n if index < 0 else index)
+        self._dirty_set().add(index + n if index < 0 else index)
 
     def _set_slice(self, index: slice, value: Any) -> None:
         # list materialises ``value`` before it changes anything: an iterable that raises
@@ -99,7 +99,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         self._data[index] = value
         self._edit()  # again: consuming ``value`` may have checkpointed the space
         if len(self._data) == old_len:
-            self._dirty.update(range(*index.indices(old_len)))
+            self._dirty_set().update(range(*index.indices(old_len)))
         else:  # only a step-1 slice can change the length: later slots shift
             self._from = min(self._from, index.indices(old_len)[0])
 
@@ -135,7 +135,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         if index < 0:
             index = max(0, index + n)
         if index >= n:
-            self._dirty.add(n)
+            self._dirty_set().add(n)
         else:
             self._from = min(self._from, index)
 
@@ -151,7 +151,8 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         if not self._registered:
             self._touch()
         start = len(data)
-        dirty = self._dirty
+        # Made now, so that a clear or checkpoint while ``values`` is consumed replaces it.
+        dirty = self._dirty_set()
         try:
             data.extend(values)
         finally:
@@ -178,7 +179,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         self._meta = True
         i = index + n if index < 0 else index
         if i == n - 1:
-            self._dirty.add(i)
+            self._dirty_set().add(i)
         elif i == 0:
             self._trim_front(1)
         else:
@@ -192,7 +193,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         self._data.clear()
         self._cleared = True
         self._meta = True
-        self._dirty = set()
+        self._dirty = None
         self._from = INF
         if self._pending is None:  # else the head of the save awaiting its commit stays
             self._head = 0

@@ -46,7 +46,7 @@ class PersistedQueue(PersistedObject, QueueBase):
         self._head = 0
         self._cleared = True
         self._meta = True
-        self._dirty = set()
+        self._dirty = None
 
     def __bool__(self) -> bool:
         return bool(self._data)

@@ -41,7 +41,7 @@ class PersistedStack(PersistedObject, StackBase):
         self._data.clear()
         self._cleared = True
         self._meta = True
-        self._dirty = set()
+        self._dirty = None
 
     def __bool__(self) -> bool:
         return bool(self._data)
