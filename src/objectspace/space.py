@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
-from objectspace.collections import KINDS
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.collections.dict import PersistedDict
@@ -31,11 +30,11 @@ from objectspace.collections.sorted_set import PersistedSortedSet
 from objectspace.collections.stack import PersistedStack
 from objectspace.collections.value import PersistedValue
 from objectspace.errors import (
-    CorruptStateError,
     ObjectExistsError,
     SerializationError,
     WrongKindError,
 )
+from objectspace.residents import Backing, Residents, decode_object
 from objectspace.serialization import MsgpackSerializer, Serializer
 from objectspace.tables import (
     DELETED,
@@ -110,9 +109,16 @@ class ObjectSpace:
     space must be loaded with the serializer it was saved with.
     """
 
-    def __init__(self, serializer: Serializer | None = None) -> None:
+    def __init__(
+        self, serializer: Serializer | None = None, backing: Backing | None = None
+    ) -> None:
         self._serializer = serializer if serializer is not None else MsgpackSerializer()
+        # The objects held as Python objects: with a backing, those used since evicted, in
+        # about the order they were last loaded or saved (oldest first).
         self._objects: dict[str, PersistedObject] = {}
+        self._residents: Residents | None = None
+        if backing is not None:
+            self._residents = Residents(self, backing)
         # Objects edited in the current page, and objects whose frozen page awaits on_saved.
         self._dirty: dict[str, PersistedObject] = {}
         self._pending: dict[str, PersistedObject] = {}
@@ -128,7 +134,10 @@ class ObjectSpace:
 
     def _add(self, obj: _T) -> _T:
         object_id = obj._id
-        if object_id in self._objects:
+        residents = self._residents
+        if object_id in self._objects or (
+            residents is not None and residents.fetch(object_id, creating=True) is not None
+        ):
             existing = self._objects[object_id]
             raise ObjectExistsError(
                 f"object {object_id!r} already exists in this space (a {existing.KIND})"
@@ -187,14 +196,23 @@ class ObjectSpace:
 
     def get(self, object_id: str) -> PersistedObject:
         """The object ``object_id`` of any kind; ``KeyError`` if there is none."""
-        try:
-            return self._objects[object_id]
-        except KeyError:
-            raise KeyError(object_id) from None
+        obj = self.find(object_id)
+        if obj is None:
+            raise KeyError(object_id)
+        return obj
 
     def find(self, object_id: str) -> PersistedObject | None:
         """The object ``object_id`` of any kind, or ``None`` if there is none."""
-        return self._objects.get(object_id)
+        obj = self._objects.get(object_id)
+        if obj is not None or self._residents is None:
+            return obj
+        return self._residents.fetch(object_id)
+
+    @property
+    def residents(self) -> Residents | None:
+        """With a backing, the objects held in memory and what else the backing keeps
+        (see :class:`~objectspace.residents.Residents`); ``None`` without one."""
+        return self._residents
 
     def get_as(self, object_id: str, cls: type[_T]) -> _T:
         """The object ``object_id``, which must be a ``cls``: :class:`KeyError` if there is
@@ -247,13 +265,26 @@ class ObjectSpace:
         self._deleted.add(object_id)
 
     def __contains__(self, object_id: object) -> bool:
-        return object_id in self._objects
+        if object_id in self._objects:
+            return True
+        residents = self._residents
+        return residents is not None and residents.fetch(object_id) is not None  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._objects))
+        return iter(list(self.ids()))
 
     def __len__(self) -> int:
-        return len(self._objects)
+        if self._residents is None:
+            return len(self._objects)
+        return sum(1 for _ in self.ids())
+
+    def ids(self, prefix: str = "") -> Iterator[str]:
+        """The ids of the objects whose id starts with ``prefix`` (with a backing, the ones
+        it keeps too, without loading them). O(objects) without a backing; with one,
+        O(objects in memory + matching ids kept)."""
+        if self._residents is not None:
+            return iter(self._residents.ids(prefix))
+        return (i for i in list(self._objects) if i.startswith(prefix))
 
     def __repr__(self) -> str:
         return f"<ObjectSpace {len(self._objects)} objects, {len(self._dirty)} dirty>"
@@ -309,6 +340,8 @@ class ObjectSpace:
                 index[object_id.encode("utf-8")] = DELETED
         touched = self._pending | self._dirty
         targets = self._objects if full else touched
+        if full and self._residents is not None:
+            self._residents.copy_kept(out, index)
         pages = []
         kind_values: dict[str, bytes] = {}
         for object_id, obj in targets.items():
@@ -318,7 +351,7 @@ class ObjectSpace:
                 raise SerializationError(f"cannot save {obj.KIND} {object_id!r}: {exc}") from exc
             except Exception as exc:  # the raw encoder's error: explained, or raised as it is
                 page = obj._merged_page()
-                self._explain(obj, page, full or page.new, exc)
+                _explain(self._serializer, obj, page, full or page.new, exc)
             if full or page.new:
                 kind = kind_values.get(obj.KIND)
                 if kind is None:
@@ -334,26 +367,20 @@ class ObjectSpace:
         self._deleted = set()
         writer.merge(out.changes)
 
-    def _explain(self, obj: PersistedObject, page: Page, whole: bool, exc: Exception) -> NoReturn:
-        """Re-emit ``obj`` with the checking encoder, for the error that names the value."""
-        try:
-            codec = self._serializer
-            obj._emit(Emitter(codec.dumps, codec.encode_key, codec.raw_key_dumps), page, whole)
-        except SerializationError as explained:
-            raise SerializationError(f"cannot save {obj.KIND} {obj.id!r}: {explained}") from exc
-        except Exception as other:  # e.g. a key whose __hash__ or __eq__ raises while saved
-            raise SerializationError(
-                f"cannot save {obj.KIND} {obj.id!r}: one of its keys or values raised "
-                f"{type(other).__name__} while it was saved"
-            ) from other
-        raise exc
-
     def on_saved(self) -> None:
-        """Forget the edits of the last save, after its commit succeeded."""
-        for obj in self._pending.values():
+        """Forget the edits of the last save, after its commit succeeded (with a backing:
+        once the backing holds them)."""
+        objects = self._objects
+        residents = self._residents
+        for object_id, obj in self._pending.items():
             obj._acknowledge()
+            if residents is not None and object_id in objects:  # the latest saved go last
+                del objects[object_id]
+                objects[object_id] = obj
         self._pending = {}
         self._pending_deleted = set()
+        if residents is not None:
+            residents.forget_absent()
 
     def checkpoint(
         self, store: WriterSource, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL
@@ -381,24 +408,25 @@ class ObjectSpace:
         cannot be decoded or is incomplete.
         """
         space = cls(serializer)
-        checked = space._serializer.loads
-        loads = space._serializer.raw_loads
+        objects = space._objects
         for raw_id, raw_kind in reader.items(INDEX_TABLE):
             object_id = raw_id.decode("utf-8")
-            try:
-                kind = checked(raw_kind)["kind"]
-                obj_cls = KINDS[kind]
-            except (KeyError, TypeError, SerializationError) as exc:
-                raise CorruptStateError(
-                    f"object {object_id!r} has an unreadable kind {raw_kind!r}"
-                ) from exc
-            try:
-                space._objects[object_id] = obj_cls._load(space, object_id, reader, loads)
-            except CorruptStateError:
-                raise
-            except Exception as exc:
-                raise CorruptStateError(
-                    f"cannot load {kind} {object_id!r}: its stored state cannot be decoded "
-                    f"with {type(space._serializer).__name__} ({type(exc).__name__}: {exc})"
-                ) from exc
+            objects[object_id] = decode_object(space, object_id, raw_kind, reader)
         return space
+
+
+def _explain(
+    serializer: Serializer, obj: PersistedObject, page: Page, whole: bool, exc: Exception
+) -> NoReturn:
+    """Re-emit ``obj`` with the checking encoder, for the error that names the value."""
+    try:
+        codec = serializer
+        obj._emit(Emitter(codec.dumps, codec.encode_key, codec.raw_key_dumps), page, whole)
+    except SerializationError as explained:
+        raise SerializationError(f"cannot save {obj.KIND} {obj.id!r}: {explained}") from exc
+    except Exception as other:  # e.g. a key whose __hash__ or __eq__ raises while saved
+        raise SerializationError(
+            f"cannot save {obj.KIND} {obj.id!r}: one of its keys or values raised "
+            f"{type(other).__name__} while it was saved"
+        ) from other
+    raise exc

@@ -54,7 +54,11 @@ class CompactionPolicy:
         """Whether a key group with a chain, due a differential write, is written full
         instead because its whole state is no larger than its changes (see
         ``full_when_smaller``)."""
-        if not self.full_when_smaller or 2 * chain.diff_bytes < self.min_chain_bytes:
+        if (
+            not self.full_when_smaller
+            or 2 * chain.diff_bytes < self.min_chain_bytes
+            or space.residents is not None  # its size is not known without reading what it keeps
+        ):
             return False
         changes = space.change_rows()
         # A full write holds at least two rows per object: skip the count when it cannot win.

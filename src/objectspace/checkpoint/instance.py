@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from objectspace.checkpoint._checks import EMPTY, _check_checkpoint_id
 from objectspace.checkpoint.compaction import _Chain
+from objectspace.checkpoint.local import LocalHead, LocalStore, Pending
 from objectspace.checkpoint.receipts import Receipt, SaveStats
 from objectspace.errors import CheckpointError, StorageError
 from objectspace.space import ObjectSpace, gc_paused
@@ -19,7 +20,13 @@ from objectspace.storage.contract import (
     StagedWrite,
     WriteInfo,
 )
-from objectspace.tables import CheckpointKind, DictReader, StateWriter, WriteStats
+from objectspace.tables import (
+    CheckpointKind,
+    DictReader,
+    StateWriter,
+    TableChanges,
+    WriteStats,
+)
 
 if TYPE_CHECKING:
     from objectspace.checkpoint.operator import Operator
@@ -52,10 +59,22 @@ class Instance:
 
     Spaces are restored on first use (``space``/``space_for_key``), so an instance that
     touches few key groups reads little; :meth:`load_all` restores the whole range at once.
+
+    With a ``local`` store (:class:`~objectspace.checkpoint.local.LocalStore`), a key
+    group's space holds only the objects in use as Python objects and loads the others
+    from the local store on first use; the local store is brought to the committed state
+    of each key group as it is loaded (rebuilt from storage when it holds another one),
+    updated by each acknowledged save, and :meth:`evict` drops objects from memory.
     """
 
     def __init__(
-        self, operator: Operator, index: int, parallelism: int, checkpoint: int | None = None
+        self,
+        operator: Operator,
+        index: int,
+        parallelism: int,
+        checkpoint: int | None = None,
+        *,
+        local: LocalStore | None = None,
     ) -> None:
         self.operator = operator
         self.index = index
@@ -82,7 +101,13 @@ class Instance:
         self._heads: dict[int, tuple[int, int] | None] = {}
         self._saved: PendingSave | None = None
         self.rows_read = 0
+        self.bytes_read = 0
         self.last_save = SaveStats()
+        self.local = local
+        # With a local store: the edits of the last save per key group, and whether full,
+        # for on_saved to apply.
+        self._edits: dict[int, tuple[dict[str, TableChanges], bool]] = {}
+        self.objects_evicted = 0
 
     def __repr__(self) -> str:
         return (
@@ -132,7 +157,12 @@ class Instance:
             return
         for key_group in (wanted[0], wanted[-1]):
             self._check(key_group)
-        self._load(range(wanted[0], wanted[-1] + 1))
+        if self.local is not None:
+            with gc_paused():
+                self._load_local(wanted)
+            return
+        for run in _runs(wanted):  # never the key groups between two runs
+            self._load(run)
 
     def load_all(self) -> None:
         """Restore every key group of the range that is not loaded yet."""
@@ -146,7 +176,174 @@ class Instance:
 
     def _load(self, key_groups: range) -> None:
         with gc_paused():  # a restore allocates per stored entry (see gc_paused)
-            self._load_paused(key_groups)
+            if self.local is not None:
+                self._load_local([g for g in key_groups if g not in self._spaces])
+            else:
+                self._load_paused(key_groups)
+
+    def _load_local(self, wanted: list[int]) -> None:
+        """Spaces for ``wanted`` backed by the local store, after bringing each key group
+        there to its committed state as of :attr:`base`: as it is, with the pending save
+        it holds applied if that save is the committed write, or rebuilt from storage."""
+        if not wanted:
+            return
+        op = self.operator
+        job = op.job
+        local = self.local
+        assert local is not None
+        base = self.base
+        committed = (
+            {}
+            if base is None
+            else job.backend.head_digests(job.name, op.name, range(wanted[0], wanted[-1] + 1), base)
+        )
+        kept = local.heads(wanted)
+        rebuild: list[int] = []
+        ready: dict[int, LocalHead | None] = {}
+        for key_group in wanted:
+            head = committed.get(key_group)
+            mine = kept.get(key_group)
+            if head is None:
+                if mine is not None:
+                    local.forget([key_group])
+                ready[key_group] = None
+            elif mine is not None and _same_write(mine, head):
+                ready[key_group] = mine
+            else:
+                applied = self._apply_pending(key_group, mine, head)
+                if applied is None:
+                    rebuild.append(key_group)
+                ready[key_group] = applied
+        for run in _runs(rebuild):
+            stored = job.backend.load(job.name, op.name, run, base) if base is not None else {}
+            for key_group in run:
+                writes, tables = stored.get(key_group, ([], {}))
+                self.rows_read += sum(w.rows for w in writes)
+                self.bytes_read += sum(w.bytes for w in writes)
+                if not writes:
+                    local.forget([key_group])
+                    ready[key_group] = None
+                    continue
+                chain = _Chain.of(writes)
+                head = committed.get(key_group)
+                last = writes[-1]
+                digest = head[2] if head is not None and head[0] == last.write_id else None
+                ready[key_group] = LocalHead(
+                    last.write_id,
+                    last.version,
+                    digest,
+                    chain.full_bytes,
+                    chain.diff_bytes,
+                    chain.length,
+                )
+                local.replace(key_group, tables, ready[key_group])  # type: ignore[arg-type]
+        if base is not None and base not in job.checkpoints():
+            raise CheckpointError(
+                f"checkpoint {base} of job {job.name!r} was dropped by retention before "
+                f"instance {self.index} of {self.parallelism} restored key groups "
+                f"{wanted[0]}..{wanted[-1]}; restore from a retained checkpoint"
+            )
+        for key_group, mine in ready.items():
+            self._spaces[key_group] = ObjectSpace(
+                op.serializer, local.view(key_group, self._repair)
+            )
+            if mine is None:
+                self._chains[key_group] = _Chain()
+                self._heads[key_group] = None
+            else:
+                self._chains[key_group] = _Chain(mine.full_bytes, mine.diff_bytes, mine.length)
+                self._heads[key_group] = (mine.write_id, mine.version)
+
+    def _repair(self, key_group: int) -> None:
+        """Rebuild ``key_group`` in the local store from storage (a read found a damaged
+        row): its committed state as of :attr:`base`, which is what the local store holds
+        for it until the instance's next save is acknowledged."""
+        local = self.local
+        assert local is not None
+        op = self.operator
+        job = op.job
+        stored = (
+            {}
+            if self.base is None
+            else job.backend.load(job.name, op.name, range(key_group, key_group + 1), self.base)
+        )
+        writes, tables = stored.get(key_group, ([], {}))
+        self.rows_read += sum(w.rows for w in writes)
+        self.bytes_read += sum(w.bytes for w in writes)
+        if not writes:
+            local.forget([key_group])
+            return
+        chain = _Chain.of(writes)
+        last = writes[-1]
+        local.replace(
+            key_group,
+            tables,
+            LocalHead(
+                last.write_id,
+                last.version,
+                None,
+                chain.full_bytes,
+                chain.diff_bytes,
+                chain.length,
+            ),
+        )
+
+    def _apply_pending(
+        self,
+        key_group: int,
+        mine: LocalHead | None,
+        head: tuple[int, int, int | None, int | None],
+    ) -> LocalHead | None:
+        """The local head once the pending save the local store holds for ``key_group`` is
+        applied, if that save is the committed ``head`` made on top of the local state;
+        ``None`` otherwise (the key group is rebuilt)."""
+        local = self.local
+        assert local is not None
+        pending = local.pending(key_group)
+        if pending is None:
+            return None
+        parent = 0 if mine is None else mine.write_id
+        if pending.write_id:
+            ok = pending.write_id == head[0] and pending.version == head[1]
+        else:
+            ok = (pending.version, pending.digest, pending.parent) == (head[1], head[2], head[3])
+        if not ok or pending.parent != parent:
+            local.drop_pending([key_group])
+            return None
+        chain = _Chain() if mine is None else _Chain(mine.full_bytes, mine.diff_bytes, mine.length)
+        chain = chain.after(
+            WriteInfo(head[0], key_group, head[1], pending.full, pending.bytes, pending.rows)
+        )
+        new = LocalHead(head[0], head[1], head[2], chain.full_bytes, chain.diff_bytes, chain.length)
+        local.apply(key_group, pending.edits, pending.full, new)
+        return new
+
+    def resident(self) -> tuple[int, int]:
+        """How many objects the loaded spaces hold in memory, and an estimate of their
+        bytes (:meth:`~objectspace.residents.Residents.nbytes`; without a local store: 0)."""
+        residents = [s.residents for s in self._spaces.values() if s.residents is not None]
+        return sum(r.count() for r in residents), sum(r.nbytes() for r in residents)
+
+    def objects_loaded(self) -> int:
+        """How many objects the spaces loaded from the local store so far."""
+        return sum(s.residents.loaded for s in self._spaces.values() if s.residents is not None)
+
+    def evict(self, budget: int) -> int:
+        """Drop objects from memory until the estimate of what the spaces hold is at most
+        ``budget`` bytes (each key group keeps the same share of its objects, its most
+        recently used ones): only with a local store, only objects whose edits are
+        acknowledged. Returns how many were dropped."""
+        residents = [s.residents for s in self._spaces.values() if s.residents is not None]
+        total = sum(r.nbytes() for r in residents)
+        if total <= budget:
+            return 0
+        keep = max(budget, 0) / total
+        dropped = 0
+        for r in residents:
+            count = r.count()
+            dropped += r.evict(count - int(count * keep))
+        self.objects_evicted += dropped
+        return dropped
 
     def _load_paused(self, key_groups: range) -> None:
         op = self.operator
@@ -212,6 +409,8 @@ class Instance:
                 parts.append(
                     PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
                 )
+                if self.local is not None:
+                    self._edits[key_group] = (writer.changes, full)
             backend = op.job.backend
             staged: tuple[StagedWrite, ...] = ()
             if stage_bytes > 0 and backend.supports_staging:
@@ -235,6 +434,8 @@ class Instance:
                     op.job.name, op.name, checkpoint_id, self.attempt, parts
                 )
             parts.clear()  # freed now: the collection after the pause does not scan them
+            if self.local is not None:
+                self._keep_pending(checkpoint_id, writes)
         self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
             key_groups=len(writes),
@@ -257,6 +458,33 @@ class Instance:
             staged=staged,
         )
 
+    def _keep_pending(self, checkpoint_id: int, writes: list[WriteInfo]) -> None:
+        """Record the save's edits in the local store, for whichever process finds the save
+        committed first (this one in :meth:`on_saved`, or another that loads the key
+        group)."""
+        local = self.local
+        assert local is not None
+        done = {w.key_group for w in writes}
+        for key_group in [g for g in self._edits if g not in done]:
+            del self._edits[key_group]
+        for w in writes:
+            edits, full = self._edits[w.key_group]
+            head = self._heads.get(w.key_group)
+            local.set_pending(
+                w.key_group,
+                Pending(
+                    checkpoint_id,
+                    w.write_id,
+                    w.version,
+                    w.digest,
+                    0 if head is None else head[0],
+                    full,
+                    w.bytes,
+                    w.rows,
+                    edits,
+                ),
+            )
+
     def on_saved(self, staged_ids: Mapping[int, int] | None = None) -> None:
         """Acknowledge the last save after its checkpoint was committed.
 
@@ -277,12 +505,26 @@ class Instance:
                 )
             writes = [w if w.write_id else replace(w, write_id=ids[w.key_group]) for w in writes]
         saved = {w.key_group: w for w in writes}
+        local = self.local
         for key_group, space in self._spaces.items():
             write = saved.get(key_group)
             if write is not None:
+                chain = self._chains[key_group].after(write)
+                if local is not None:
+                    edits, full = self._edits.pop(key_group)
+                    head = LocalHead(
+                        write.write_id,
+                        write.version,
+                        write.digest,
+                        chain.full_bytes,
+                        chain.diff_bytes,
+                        chain.length,
+                    )
+                    local.apply(key_group, edits, full, head)
                 space.on_saved()
-                self._chains[key_group] = self._chains[key_group].after(write)
+                self._chains[key_group] = chain
                 self._heads[key_group] = (write.write_id, write.version)
+        self._edits.clear()
         self.base = checkpoint_id
         self._saved = None
 
@@ -339,7 +581,10 @@ class Instance:
     def to_snapshot(self) -> dict[str, Any]:
         """The instance's in-memory state as plain picklable data (spaces with their
         unacknowledged edit pages, chain costs, heads, the last save), for
-        :meth:`from_snapshot` in another process."""
+        :meth:`from_snapshot` in another process. Not for an instance with a local store
+        (which is what another process continues from)."""
+        if self.local is not None:
+            raise CheckpointError("an instance with a local store has no snapshot")
         return {
             "index": self.index,
             "parallelism": self.parallelism,
@@ -375,6 +620,29 @@ class Instance:
         self.load_all()
         for key_group in self.key_groups:
             yield key_group, self._spaces[key_group]
+
+
+def _runs(key_groups: Sequence[int]) -> Iterator[range]:
+    """Ascending ``key_groups`` as ranges of consecutive ones."""
+    start = None
+    last = 0
+    for g in key_groups:
+        if start is None:
+            start = g
+        elif g != last + 1:
+            yield range(start, last + 1)
+            start = g
+        last = g
+    if start is not None:
+        yield range(start, last + 1)
+
+
+def _same_write(mine: LocalHead, head: tuple[int, int, int | None, int | None]) -> bool:
+    """Whether the local head is the committed ``head`` (digests compared when both are
+    known)."""
+    if (mine.write_id, mine.version) != head[:2]:
+        return False
+    return mine.digest is None or head[2] is None or mine.digest == head[2]
 
 
 def _summary(ids: Sequence[int]) -> str:

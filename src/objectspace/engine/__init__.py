@@ -29,6 +29,7 @@ from objectspace.engine.columns import (
 )
 from objectspace.engine.driver import BatchDriver
 from objectspace.engine.plan import INLINE_STATE_BYTES, StatefulFunction, TaskPlan, plan_base
+from objectspace.engine.residency import Residency, adopt, heads_match, parse_bytes
 from objectspace.engine.routing import route_rows
 from objectspace.engine.simulate import Simulation, simulate
 from objectspace.engine.stats import NO_TIME, BatchStats, TaskStats, finish_task
@@ -46,6 +47,7 @@ __all__ = [
     "TIME_OPERATOR_SUFFIX",
     "BatchDriver",
     "BatchStats",
+    "Residency",
     "Simulation",
     "StatefulFunction",
     "TaskPlan",
@@ -53,6 +55,7 @@ __all__ = [
     "TimeDriver",
     "TimeOptions",
     "TimePlan",
+    "adopt",
     "check_input_columns",
     "check_output_columns",
     "check_parallelism",
@@ -60,7 +63,9 @@ __all__ = [
     "column_names",
     "finish_task",
     "group_rows",
+    "heads_match",
     "order_rows",
+    "parse_bytes",
     "plan_base",
     "route_rows",
     "run_instance",

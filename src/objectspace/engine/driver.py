@@ -30,7 +30,8 @@ class BatchDriver:
     ``operator`` is the job's operator the batches run (its job is fenced by the caller);
     ``fn``, ``key_columns``, ``order_columns``, ``output_columns`` and ``compaction`` go
     to every :class:`~objectspace.engine.plan.TaskPlan`; ``retain`` checkpoints are kept
-    after each commit (``None``: all); ``time`` are the runner's time options.
+    after each commit (``None``: all); ``time`` are the runner's time options;
+    ``memory_budget`` and ``local_dir`` go to every plan (see :class:`TaskPlan`).
     """
 
     def __init__(
@@ -44,8 +45,12 @@ class BatchDriver:
         compaction: CompactionPolicy | None = None,
         retain: int | None = 2,
         time: TimeOptions | None = None,
+        memory_budget: int | None = None,
+        local_dir: str | None = None,
     ) -> None:
         check_retain(retain)
+        self.memory_budget = memory_budget
+        self.local_dir = local_dir
         self.operator = operator
         self.job = operator.job
         self.fn = fn
@@ -99,6 +104,8 @@ class BatchDriver:
             snapshot_key=snapshot_key,
             time=timing,
             stage_bytes=stage_bytes,
+            memory_budget=self.memory_budget,
+            local_dir=self.local_dir,
         )
 
     def finish(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from objectspace.checkpoint import CompactionPolicy, Instance, Job, Operator, Storage
+from objectspace.checkpoint.local import LocalStore
 from objectspace.engine.time_driver import TimePlan
 from objectspace.errors import CheckpointError
 from objectspace.keyed import KeyState
@@ -36,7 +37,10 @@ class TaskPlan:
     least 32 random bytes, the runner's secret) authenticates the snapshots: without one,
     none is written or read. ``stage_bytes``: a save that encodes to at most this many
     bytes sends its blocks with the receipt for the commit to store (see
-    :meth:`Instance.save`; 0: every save stores its writes).
+    :meth:`Instance.save`; 0: every save stores its writes). ``memory_budget``: the bytes
+    the resident objects of a process's instances may hold (``None``: no bound and no
+    local store; see :class:`~objectspace.engine.residency.Residency`); ``local_dir``: the
+    folder of their local stores (``None``: the default).
     """
 
     storage: Storage
@@ -56,11 +60,18 @@ class TaskPlan:
     snapshot_key: bytes = b""
     time: TimePlan | None = None
     stage_bytes: int = 0
+    memory_budget: int | None = None
+    local_dir: str | None = None
 
-    def restore(self, index: int) -> Instance:
-        """Instance ``index`` of this batch, restored from storage as of :attr:`base`."""
-        return self.operator().instance(
-            index, self.parallelism, checkpoint=-1 if self.base is None else self.base
+    def restore(self, index: int, local: LocalStore | None = None) -> Instance:
+        """Instance ``index`` of this batch, restored from storage as of :attr:`base`
+        (with ``local``: its key groups on first use, over that local store)."""
+        return Instance(
+            self.operator(),
+            index,
+            self.parallelism,
+            checkpoint=-1 if self.base is None else self.base,
+            local=local,
         )
 
     def operator(self) -> Operator:

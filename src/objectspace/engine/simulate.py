@@ -4,7 +4,10 @@ and per-instance loop), in this process. :mod:`objectspace.testing` is its publi
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +27,7 @@ from objectspace.engine.columns import (
 )
 from objectspace.engine.driver import BatchDriver
 from objectspace.engine.plan import INLINE_STATE_BYTES, StatefulFunction, TaskPlan
+from objectspace.engine.residency import Residency, parse_bytes
 from objectspace.engine.routing import route_rows
 from objectspace.engine.stats import BatchStats, TaskStats, finish_task
 from objectspace.engine.task import Row, group_rows, run_instance
@@ -95,6 +99,8 @@ def simulate(
     late_rows: str = "drop",
     on_timer: Callable[..., Iterable[Mapping[str, Any]]] | None = None,
     batch_times: Sequence[datetime | int] | None = None,
+    memory_budget: int | str | None = None,
+    local_dir: str | None = None,
 ) -> Simulation:
     """Run ``fn`` over ``batches`` (lists of row dicts; batch ``i`` is checkpoint ``i``)
     exactly as :class:`~objectspace.spark.StatefulRunner` would, without Spark.
@@ -116,6 +122,13 @@ def simulate(
     ``event_time``, ``watermark_delay``, ``late_rows`` and ``on_timer``; ``batch_times``:
     the processing time of each batch (datetimes, naive meaning UTC, or epoch ms; default:
     the wall clock when the batch first runs), which a replayed batch keeps.
+
+    ``memory_budget`` (bytes, or a size like ``"64 MiB"``): run as a runner with that
+    budget does (:class:`~objectspace.engine.residency.Residency`): the instances are kept
+    between batches, each over a local store in ``local_dir`` (default: a temporary folder
+    deleted at the end), holding in memory only the objects their batches use, and
+    dropping the others beyond the budget after each batch. Outputs are the same as
+    without a budget; the stats say what was loaded, evicted and resident.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -140,6 +153,7 @@ def simulate(
             f"batch_times has {len(times)} times for {len(batches)} batches: give one per batch"
         )
     check_retain(retain)
+    budget = None if memory_budget is None else parse_bytes(memory_budget)
     columns = None
     if output_columns is not None:
         columns = column_names(output_columns, "output_columns")
@@ -164,16 +178,26 @@ def simulate(
         compaction=the_operator.compaction,
         retain=retain,
         time=options,
+        memory_budget=budget,
     )
-    for i, rows in enumerate(all_rows):
-        p = _parallelism_of(parallelism, i)
-        at = None if times is None else times[i]
-        if i in replays:
-            out, _ = _run_batch(driver, rows, i, p, at, commit=False)
-            sim.first_attempts[i] = _project(out, columns)
-        out, stats = _run_batch(driver, rows, i, p, at, commit=True)
-        sim.outputs.append(_project(out, columns))
-        sim.stats.append(stats)
+    with contextlib.ExitStack() as stack:
+        residency = None
+        if budget is not None:
+            if local_dir is None:
+                local_dir = os.path.join(
+                    stack.enter_context(tempfile.TemporaryDirectory()), "local"
+                )
+            residency = Residency(budget, local_dir)
+            stack.callback(residency.close)
+        for i, rows in enumerate(all_rows):
+            p = _parallelism_of(parallelism, i)
+            at = None if times is None else times[i]
+            if i in replays:
+                out, _ = _run_batch(driver, rows, i, p, at, residency, commit=False)
+                sim.first_attempts[i] = _project(out, columns)
+            out, stats = _run_batch(driver, rows, i, p, at, residency, commit=True)
+            sim.outputs.append(_project(out, columns))
+            sim.stats.append(stats)
     return sim
 
 
@@ -191,6 +215,7 @@ def _run_batch(
     checkpoint_id: int,
     parallelism: int,
     batch_time: int | None,
+    residency: Residency | None,
     *,
     commit: bool,
 ) -> tuple[list[Row], BatchStats]:
@@ -214,7 +239,7 @@ def _run_batch(
     out: list[Row] = []
     tasks_started = time.perf_counter()
     for index in sorted(by_instance):
-        produced, receipt, stats = _run_task(plan, index, by_instance[index])
+        produced, receipt, stats = _run_task(plan, index, by_instance[index], residency)
         tasks.append((receipt, stats))
         out.extend(produced)
     seconds_tasks = time.perf_counter() - tasks_started
@@ -222,14 +247,20 @@ def _run_batch(
 
 
 def _run_task(
-    plan: TaskPlan, index: int, rows: list[Row]
+    plan: TaskPlan, index: int, rows: list[Row], residency: Residency | None = None
 ) -> tuple[list[Row], Receipt | None, TaskStats]:
-    """Instance ``index`` of ``plan`` restored from storage and run over its rows."""
+    """Instance ``index`` of ``plan`` restored from storage (or, with ``residency``, kept
+    or over its local store) and run over its rows."""
     started = time.perf_counter()
     stats = TaskStats(index=index)
-    instance = plan.restore(index)
+    if residency is None:
+        instance = plan.restore(index)
+    else:
+        instance = residency.instance(plan, index, stats)
     restore = time.perf_counter() - started
     grouped = group_rows(rows, plan.key_columns, KEY_GROUP_COLUMN)
     produced, receipt = run_instance(plan, instance, grouped, stats, restore)
+    if residency is not None:
+        residency.keep(plan, index, instance, stats)
     finish_task(stats, started)
     return produced, receipt, stats

@@ -21,6 +21,14 @@ class TaskStats:
     memory or (``snapshot``) from a snapshot file another worker wrote. ``seconds_restore``
     covers getting the instance (adopting, or restoring its key groups);
     ``seconds_snapshot`` writing its snapshot after the save (``snapshot_bytes``).
+
+    With a memory budget (state larger than memory): ``bytes_read``, the bytes of stored
+    writes read from storage (key groups the local store did not hold as committed);
+    ``objects_loaded``, the objects loaded from the local store into memory;
+    ``objects_evicted``, dropped from memory to stay within the budget;
+    ``objects_resident`` and ``bytes_resident`` (an estimate), what the instance holds in
+    memory once the task is done. An object is one collection of a key's state (a key
+    with one ``state.value`` is one object).
     """
 
     index: int = 0
@@ -41,6 +49,11 @@ class TaskStats:
     timers_fired: int = 0
     entries_expired: int = 0
     max_event_time: int = NO_TIME
+    bytes_read: int = 0
+    objects_loaded: int = 0
+    objects_evicted: int = 0
+    objects_resident: int = 0
+    bytes_resident: int = 0
     deadlines: list[list[int]] = field(default_factory=list)
     """Per key group the task ran: ``[key_group]`` (nothing due any more) or
     ``[key_group, earliest time due]``, for the driver's record."""
@@ -61,6 +74,12 @@ class BatchStats:
     bytes_written: int = 0
     rows_written: int = 0
     rows_read: int = 0
+    bytes_read: int = 0
+    objects_loaded: int = 0
+    objects_evicted: int = 0
+    objects_resident: int = 0
+    bytes_resident: int = 0
+    """The resident figures summed over the tasks (see :class:`TaskStats`)."""
     cached_instances: int = 0
     snapshot_instances: int = 0
     seconds_total: float = 0.0
@@ -115,6 +134,11 @@ def sum_tasks(batch: BatchStats) -> None:
         batch.rows_in += stats.rows_in
         batch.rows_out += stats.rows_out
         batch.rows_read += stats.rows_read
+        batch.bytes_read += stats.bytes_read
+        batch.objects_loaded += stats.objects_loaded
+        batch.objects_evicted += stats.objects_evicted
+        batch.objects_resident += stats.objects_resident
+        batch.bytes_resident += stats.bytes_resident
         batch.cached_instances += stats.cached
         batch.snapshot_instances += stats.snapshot
         batch.seconds_restore += stats.seconds_restore

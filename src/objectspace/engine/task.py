@@ -140,6 +140,8 @@ def run_instance(
     filled in where missing.
     """
     rows_read = instance.rows_read
+    bytes_read = instance.bytes_read
+    loaded = instance.objects_loaded()
     stats.rows_in = sum(len(rows) for rows in groups.values())
     stats.keys = len(groups)
     key_columns = plan.key_columns
@@ -230,6 +232,8 @@ def run_instance(
     stats.rows_out = len(out)
     stats.seconds_restore = restore
     stats.rows_read = instance.rows_read - rows_read
+    stats.bytes_read = instance.bytes_read - bytes_read
+    stats.objects_loaded = instance.objects_loaded() - loaded
     t0 = time.perf_counter()
     receipt: Receipt | None = None
     if not plan.replay:

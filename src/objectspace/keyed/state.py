@@ -265,16 +265,17 @@ class KeyState(KeyRef):
                 self.space.delete(object_id + suffix)
 
     def ids(self) -> Iterator[str]:
-        """Ids of every object of this namespace, nested ones included. O(objects in space)."""
-        prefix = self.prefix
-        return (i for i in self.space if i.startswith(prefix))
+        """Ids of every object of this namespace, nested ones included. O(objects in space)
+        (with a local store: O(objects held in memory + the namespace's))."""
+        return self.space.ids(self.prefix)
 
     def clear(self) -> None:
         """Delete every object of this namespace (nested namespaces too), its timers and its
         entries in the key group's shared dicts (see :func:`shared_dict`)."""
         space = self.space
         prefix = self.prefix
-        for object_id in list(space):
+        ids = [*space.ids(prefix), *space.ids(_SHARED)] if space.residents else list(space)
+        for object_id in ids:
             if object_id.startswith(prefix):
                 space.delete(object_id)
             elif object_id.startswith(_SHARED):

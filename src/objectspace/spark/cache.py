@@ -16,6 +16,7 @@ import tempfile
 from typing import Any
 
 from objectspace.checkpoint import Instance
+from objectspace.engine import Residency
 
 __all__ = ["WORKER", "CacheKey", "InstanceCache"]
 
@@ -158,6 +159,8 @@ class InstanceCache:
         self.instances: dict[CacheKey, Instance] = {}
         self.streaks: dict[CacheKey, int] = {}
         self.snapshot_root = snapshot_root
+        # With a memory budget, the instances kept over local stores instead.
+        self.residency: Residency | None = None
 
     def take(self, key: CacheKey) -> Instance | None:
         """The kept instance of ``key``, removed from the cache (``None``: none)."""
@@ -175,9 +178,12 @@ class InstanceCache:
         self.streaks[key] = streak
 
     def clear(self) -> None:
-        """Forget every kept instance and streak."""
+        """Forget every kept instance and streak (and close the local stores)."""
         self.instances.clear()
         self.streaks.clear()
+        if self.residency is not None:
+            self.residency.close()
+            self.residency = None
 
     def snapshot_folder(self) -> str | None:
         """The folder of snapshot files, or ``None`` when no private one can be had.

@@ -16,7 +16,7 @@ from objectspace.storage.contract import StagedWrite
 __all__ = ["I64", "MAX_RECEIPT_BYTES", "pack_receipt", "unpack_receipt"]
 
 
-_RECEIPT_VERSION = 4
+_RECEIPT_VERSION = 5
 _RECEIPT_INTS = ("index", "parallelism", "checkpoint_id", "bytes_written", "rows_written")
 I64 = 1 << 63
 MAX_RECEIPT_BYTES = 1 << 26

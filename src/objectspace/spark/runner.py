@@ -29,6 +29,7 @@ from objectspace.engine import (
     check_parallelism,
     check_retain,
     column_names,
+    parse_bytes,
 )
 from objectspace.errors import CheckpointError
 from objectspace.keygroups import check_max_key_groups
@@ -115,6 +116,19 @@ class StatefulRunner:
     commit costs at the disk"), and an attempt that is never committed leaves nothing
     behind. A larger save stores its pending writes itself, as every save does with 0.
 
+    ``memory_budget`` (bytes, or a size like ``"512 MiB"``): state larger than memory.
+    Each Python worker keeps at most about this many bytes of state as Python objects,
+    for all the instances it runs (an estimate, per worker: ``spark.executor.pyspark.memory``
+    bounds a worker too). Every instance then keeps its key groups' committed state in a
+    local store on the executor's disk (``local_dir``, default the first of
+    ``SPARK_LOCAL_DIRS`` or the temporary directory, in a private folder), loads a key's
+    objects from it when the key is used, drops the least recently used ones beyond the
+    budget after each batch, and a worker that gets an instance another worker (or a
+    process before a restart) ran continues from the local store, reading from storage
+    only what the local store does not hold as committed; instance snapshots are not
+    written. Default: half of ``spark.executor.pyspark.memory`` when that is set, else no
+    budget (every key a worker's instances touched stays in memory).
+
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
     query), oldest first; ``last_batch`` is the latest.
@@ -145,6 +159,8 @@ class StatefulRunner:
         late_rows: str = "drop",
         inline_output_bytes: int = 16 * 1024 * 1024,
         inline_state_bytes: int = INLINE_STATE_BYTES,
+        memory_budget: int | str | None = None,
+        local_dir: str | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -186,6 +202,7 @@ class StatefulRunner:
         self.parallelism = parallelism
         self.compaction = compaction or CompactionPolicy()
         self.retain = retain
+        self.memory_budget = None if memory_budget is None else parse_bytes(memory_budget)
         self._driver = BatchDriver(
             self.operator,
             fn,
@@ -194,7 +211,10 @@ class StatefulRunner:
             compaction=self.compaction,
             retain=retain,
             time=self.time_options,
+            memory_budget=self.memory_budget,
+            local_dir=local_dir,
         )
+        self._budget_known = memory_budget is not None
         self.cache_instances = cache_instances
         self.snapshot_instances = snapshot_instances
         # Names this runner's snapshots, so another runner (say, after the store was deleted
@@ -304,6 +324,9 @@ class StatefulRunner:
                 f"it has {df.columns}"
             )
         struct, arrow_schema = self._schemas(spark)
+        if not self._budget_known:
+            self._driver.memory_budget = self.memory_budget = default_budget(spark)
+            self._budget_known = True
         plan = self._driver.begin(
             checkpoint_id,
             p,
@@ -482,3 +505,21 @@ class StatefulRunner:
         if self._persisted is not None:
             self._persisted.unpersist()
             self._persisted = None
+
+
+def default_budget(spark: Any) -> int | None:
+    """Half of ``spark.executor.pyspark.memory`` (the limit of each Python worker's memory)
+    when the session sets it, else ``None`` (no budget)."""
+    try:
+        value = spark.conf.get("spark.executor.pyspark.memory", None)
+    except Exception:  # a session that cannot say: no budget
+        return None
+    if not value:
+        return None
+    text = str(value).strip().lower()
+    if text.isdigit():  # Spark reads a bare number as MiB
+        text += "m"
+    try:
+        return parse_bytes(text, "spark.executor.pyspark.memory") // 2
+    except ValueError:
+        return None

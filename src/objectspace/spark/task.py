@@ -21,10 +21,13 @@ from objectspace.engine import (
     INSTANCE_COLUMN,
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,
+    Residency,
     TaskPlan,
     TaskStats,
+    adopt,
     finish_task,
     group_rows,
+    heads_match,
     route_rows,
     run_instance,
 )
@@ -83,25 +86,8 @@ class _InstanceTask:
     def _instance(self, index: int, stats: TaskStats) -> Instance:
         plan = self.plan
         instance = cache.WORKER.take(self._cache_key(index)) if plan.use_cache else None
-        if instance is not None:
-            saved = instance.pending_save
-            if saved is not None and saved.checkpoint_id == plan.base:
-                # The driver plans this batch on top of the checkpoint this instance saved:
-                # adopt the save if its own writes are the committed ones (then its receipt
-                # was the one committed for this index, so no other attempt wrote the key
-                # groups it left alone). A save without writes proves nothing: check that
-                # no key group it holds changed in the store.
-                # A staged save's writes got their ids in the commit: found by digest.
-                ids = saved.write_ids()
-                if ids:
-                    if plan.storage.backend.writes_committed(ids):
-                        instance.on_saved()
-                else:
-                    staged_ids = self._heads_match(instance)
-                    if staged_ids is not None:
-                        instance.on_saved(staged_ids)
-            if instance.base != plan.base or instance.pending_save is not None:
-                instance = None
+        if instance is not None and not adopt(plan, instance):
+            instance = None
         if instance is None and self.use_snapshots:
             instance = self._adopt_snapshot(plan.operator(), index)
             stats.snapshot = instance is not None
@@ -110,6 +96,17 @@ class _InstanceTask:
         else:
             stats.cached = True
         return instance
+
+    def _residency(self) -> Residency:
+        """This worker's :class:`Residency` for the plan's memory budget."""
+        budget = self.plan.memory_budget
+        assert budget is not None
+        worker = cache.WORKER
+        if worker.residency is None or worker.residency.requested != budget:
+            if worker.residency is not None:
+                worker.residency.close()
+            worker.residency = Residency(budget)
+        return worker.residency
 
     def _snapshot_file(self, index: int) -> tuple[str, bytes] | None:
         """The snapshot file of instance ``index`` and the digest of its identity."""
@@ -181,7 +178,7 @@ class _InstanceTask:
                 or any(w.version != base for w in saved.writes)
             ):
                 return None
-            staged_ids = self._heads_match(instance)
+            staged_ids = heads_match(self.plan, instance)
             if staged_ids is None:
                 return None
         except Exception as exc:  # a snapshot that does not fit: restore instead
@@ -190,45 +187,6 @@ class _InstanceTask:
         instance.on_saved(staged_ids)
         logger.debug("instance %s adopted from snapshot %s (checkpoint %s)", index, path, base)
         return instance
-
-    def _heads_match(self, instance: Instance) -> dict[int, int] | None:
-        """Whether, for every key group ``instance`` holds, the store's restore chain as of
-        the planned base ends with the write its state ends with once its last save is
-        acknowledged (:meth:`Instance.heads`): ``None`` if not, else the ids the commit
-        gave the save's staged writes, by key group (``{}``: none staged).
-
-        A staged write had no id when the instance saved it: the chain must end, at the
-        saved version, with a write of the very block it staged (its xxh64 digest) whose
-        parent is the head the instance held before (:meth:`Instance.is_staged_head`;
-        the commit checked that parent was the committed head), so the stored state of
-        that key group is the state the save captured."""
-        plan = self.plan
-        heads = instance.heads()
-        if heads.keys() != instance.loaded().keys() or plan.base is None:
-            return None
-        if not heads:
-            return {}
-        info = plan.info
-        groups = range(min(heads), max(heads) + 1)
-        backend = plan.storage.backend
-        saved = instance.pending_save
-        staged = {} if saved is None else {w.key_group: w for w in saved.writes if not w.write_id}
-        if not staged:
-            stored = backend.heads(info.job, info.name, groups, plan.base)
-            return {} if all(stored.get(g) == head for g, head in heads.items()) else None
-        found = backend.head_digests(info.job, info.name, groups, plan.base)
-        ids: dict[int, int] = {}
-        for key_group, head in heads.items():
-            got = found.get(key_group)
-            write = staged.get(key_group)
-            if write is None:
-                if (None if got is None else got[:2]) != head:
-                    return None
-            elif got is None or not instance.is_staged_head(key_group, write, got):
-                return None
-            else:
-                ids[key_group] = got[0]
-        return ids
 
     def _write_snapshot(
         self, index: int, instance: Instance, stats: TaskStats, skip: bool = False
@@ -329,7 +287,11 @@ class _InstanceTask:
         plan = self.plan
         started = time.perf_counter()
         stats = TaskStats(index=index)
-        instance = self._instance(index, stats)
+        residency = None if plan.memory_budget is None else self._residency()
+        if residency is not None:
+            instance = residency.instance(plan, index, stats)
+        else:
+            instance = self._instance(index, stats)
         restore = time.perf_counter() - started
         cache_key = self._cache_key(index)
         worker = cache.WORKER
@@ -340,7 +302,9 @@ class _InstanceTask:
             rows = [r for r in rows if r[KEY_GROUP_COLUMN] != DUE_MARK]
         groups = group_rows(rows, plan.key_columns, KEY_GROUP_COLUMN)
         out, receipt = run_instance(plan, instance, groups, stats, restore)
-        if plan.use_cache and not plan.replay:
+        if residency is not None:
+            residency.keep(plan, index, instance, stats)
+        elif plan.use_cache and not plan.replay:
             worker.keep(cache_key, instance, stayed)
             if self.use_snapshots:
                 t0 = time.perf_counter()

@@ -1,0 +1,502 @@
+"""An instance's local store: each key group's committed state by object, on local disk.
+
+A :class:`LocalStore` is one SQLite file per instance (job, operator, index, parallelism)
+holding, per key group, the rows its objects are stored as (the tables of
+:mod:`objectspace.space`) keyed so that one object's rows, and all the objects of one key,
+are one range. It lets an instance keep only the objects a batch touches as Python
+objects (:class:`~objectspace.ObjectSpace` with a backing, see :class:`GroupView`) and
+lets another process of the machine, or the same one after a restart, continue without
+restoring what the batch does not touch.
+
+It is a cache, never the source of truth. Per key group it records the committed write
+its rows are the state of (``(write id, version, digest)``) and its restore chain's cost;
+a key group is used only while that write is the one the store's restore chain ends with
+as of the checkpoint the instance runs on, and is rebuilt from the store otherwise. A
+save's edits wait in a *pending* record (with the write they will be once committed) until
+the save is acknowledged; a process that finds the write committed applies them, one that
+finds it was not drops them. Every row carries a CRC-32 of its key group, key and value,
+checked on read: a row that fails it raises :class:`~objectspace.CorruptStateError`, and
+the instance rebuilds the key group from the store. Nothing stored here is unpickled:
+pending edits are msgpack of bytes, values are the serializer's own encoding.
+
+Row keys: the object id's UTF-8 with NUL escaped (``00`` → ``00 ff``), ``00 00``, a tag
+(``K`` the object's kind row in ``state/index``, ``M``/``I``/``D`` its ``metadata``,
+``items`` and ``data`` tables), then the row's own key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple, TypeVar
+
+import msgpack
+
+from objectspace.errors import CorruptStateError
+from objectspace.space import INDEX_TABLE
+from objectspace.tables import DELETED, TableChanges
+
+__all__ = ["GroupView", "LocalHead", "LocalStore", "Pending"]
+
+_ITEM = "state/item/"
+_SUFFIX_TAG = {"metadata": b"M", "items": b"I", "data": b"D"}
+_TAG_SUFFIX = {v[0]: k for k, v in _SUFFIX_TAG.items()}
+_KIND_TAG = b"K"
+_END = b"\x00\x00"
+_CRC = struct.Struct(">I")
+_SCHEMA = 1
+_T = TypeVar("_T")
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS rows (g INTEGER, k BLOB, v BLOB, PRIMARY KEY (g, k)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS groups (g INTEGER PRIMARY KEY, write_id INTEGER, "
+    "version INTEGER, digest INTEGER, full_bytes INTEGER, diff_bytes INTEGER, "
+    "length INTEGER, objects INTEGER)",
+    "CREATE TABLE IF NOT EXISTS pending (g INTEGER PRIMARY KEY, checkpoint_id INTEGER, "
+    "write_id INTEGER, version INTEGER, digest INTEGER, parent INTEGER, full INTEGER, "
+    "bytes INTEGER, rows INTEGER, edits BLOB)",
+)
+
+
+class LocalHead(NamedTuple):
+    """The committed write a key group's local rows are the state of, and its chain's cost
+    (see :class:`~objectspace.checkpoint.compaction.CompactionPolicy`); ``write_id`` 0:
+    no write (an empty key group)."""
+
+    write_id: int
+    version: int
+    digest: int | None
+    full_bytes: int | None
+    diff_bytes: int
+    length: int
+
+
+class Pending(NamedTuple):
+    """A save's edits of one key group waiting for its commit: the write it is (``write_id``
+    0 for a staged write, whose id the commit gives; then ``version``, ``digest`` and
+    ``parent`` identify it), and the edits."""
+
+    checkpoint_id: int
+    write_id: int
+    version: int
+    digest: int | None
+    parent: int
+    full: bool
+    bytes: int
+    rows: int
+    edits: dict[str, TableChanges]
+
+
+def _escape(object_id: str) -> bytes:
+    raw = object_id.encode("utf-8")
+    return raw.replace(b"\x00", b"\x00\xff") if b"\x00" in raw else raw
+
+
+def object_key(object_id: str) -> bytes:
+    """The prefix of every row of object ``object_id``."""
+    return _escape(object_id) + _END
+
+
+def _unescape(raw: bytes) -> str:
+    return raw.replace(b"\x00\xff", b"\x00").decode("utf-8")
+
+
+def _id_end(k: bytes) -> int:
+    """Where the escaped object id of local key ``k`` ends: at its first ``00 00`` (an
+    escaped id has none: its NULs are ``00 ff``, and UTF-8 has no ``ff``)."""
+    return k.find(_END)
+
+
+def _row_key(table: str, key: bytes) -> bytes:
+    """The local key of row ``key`` of a space's ``table``."""
+    if table == INDEX_TABLE:
+        return _escape(key.decode("utf-8")) + _END + _KIND_TAG
+    if table.startswith(_ITEM):
+        cut = table.rfind("/")
+        tag = _SUFFIX_TAG.get(table[cut + 1 :])
+        if tag is not None and cut > len(_ITEM):
+            return object_key(table[len(_ITEM) : cut]) + tag + key
+    raise CorruptStateError(f"a space wrote table {table!r}, which a local store cannot hold")
+
+
+def _table_range(table: str) -> tuple[bytes, bytes]:
+    """The local key range of a space's whole ``table`` (for a table delete)."""
+    start = _row_key(table, b"")
+    return start, start + b"\xff"
+
+
+def _seal(g: int, k: bytes, v: bytes) -> bytes:
+    return v + _CRC.pack(zlib.crc32(v, zlib.crc32(k, g & 0xFFFFFFFF)))
+
+
+def _open(g: int, k: bytes, sealed: bytes) -> bytes:
+    if type(sealed) is not bytes or type(k) is not bytes:
+        raise CorruptStateError(f"local store row {k!r} of key group {g} is not bytes")
+    v = sealed[:-4]
+    if len(sealed) < 4 or _CRC.unpack(sealed[-4:])[0] != zlib.crc32(
+        v, zlib.crc32(k, g & 0xFFFFFFFF)
+    ):
+        raise CorruptStateError(f"local store row {k!r} of key group {g} fails its checksum")
+    return v
+
+
+def _lock(fd: int) -> bool:
+    """Take an exclusive lock on ``fd`` without waiting; whether it was free."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: one process per file is the caller's care
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):
+        return False
+    return True
+
+
+def _unlock(fd: int) -> None:
+    with contextlib.suppress(ImportError, OSError):
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _pack_edits(edits: Mapping[str, TableChanges]) -> bytes:
+    return bytes(
+        msgpack.packb(
+            [
+                [t, c.truncated, [[k, None if v is DELETED else v] for k, v in c.rows.items()]]
+                for t, c in edits.items()
+            ],
+            use_bin_type=True,
+        )
+    )
+
+
+def _unpack_edits(blob: bytes) -> dict[str, TableChanges]:
+    try:
+        data = msgpack.unpackb(blob, raw=False, use_list=True, max_ext_len=0)
+        out: dict[str, TableChanges] = {}
+        for table, truncated, rows in data:
+            out[str(table)] = TableChanges(
+                bool(truncated), {bytes(k): DELETED if v is None else bytes(v) for k, v in rows}
+            )
+        return out
+    except Exception as exc:
+        raise CorruptStateError(f"a pending save of a local store cannot be read: {exc}") from exc
+
+
+class LocalStore:
+    """The local store of one instance, in the SQLite file ``path`` (created if missing).
+
+    One process uses a file at a time: :meth:`open` takes an exclusive lock on it
+    (``None`` when another process holds it: that process runs the instance, or an
+    attempt of it still does, and the caller works without a local store's history, in a
+    file of its own). ``identity`` (bytes) names what the file caches; a file of another
+    identity, of another schema, or that SQLite cannot read is started afresh.
+    """
+
+    def __init__(self, path: str, identity: bytes, lock_fd: int | None) -> None:
+        self.path = path
+        self._lock_fd = lock_fd
+        self.locked = lock_fd is not None
+        self._db = self._connect(path, identity)
+        self.rows_written = 0
+
+    @classmethod
+    def open(cls, path: str, identity: bytes) -> LocalStore | None:
+        """The store in ``path``, locked for this process, or ``None`` if it is in use."""
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        if not _lock(fd):
+            os.close(fd)
+            return None
+        try:
+            return cls(path, identity, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def release(self) -> None:
+        """Let another process open the file until :meth:`acquire` (the connection stays)."""
+        if self._lock_fd is not None and self.locked:
+            _unlock(self._lock_fd)
+            self.locked = False
+
+    def acquire(self) -> bool:
+        """Take the file's lock again after :meth:`release`; whether it was free."""
+        if self._lock_fd is None:
+            return False
+        if not self.locked:
+            self.locked = _lock(self._lock_fd)
+        return self.locked
+
+    @staticmethod
+    def _connect(path: str, identity: bytes) -> sqlite3.Connection:
+        for attempt in range(2):
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            db.text_factory = bytes  # a value damaged into text still reads, then fails its CRC
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=OFF")  # a cache: a lost write is a rebuild
+                db.execute("PRAGMA cache_size=-8192")
+                for ddl in _DDL:
+                    db.execute(ddl)
+                found = {
+                    bytes(name).decode("utf-8", "replace"): value
+                    for name, value in db.execute("SELECT name, value FROM meta")
+                }
+                if not found:
+                    db.executemany(
+                        "INSERT INTO meta VALUES (?, ?)",
+                        [("schema", _SCHEMA), ("identity", identity)],
+                    )
+                    return db
+                if found.get("schema") == _SCHEMA and found.get("identity") == identity:
+                    return db
+            except sqlite3.DatabaseError:
+                if attempt:
+                    raise
+            db.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path + suffix)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the file and release its lock."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            self.locked = False
+
+    # -- what is cached ---------------------------------------------------------------------
+
+    def heads(self, key_groups: Iterable[int]) -> dict[int, LocalHead]:
+        """The recorded head of each of ``key_groups`` the file holds."""
+        wanted = sorted(set(key_groups))
+        if not wanted:
+            return {}
+        found = {}
+        for g, *rest in self._db.execute(
+            "SELECT g, write_id, version, digest, full_bytes, diff_bytes, length FROM groups "
+            "WHERE g BETWEEN ? AND ?",
+            (wanted[0], wanted[-1]),
+        ):
+            found[g] = LocalHead(*rest)
+        return {g: found[g] for g in wanted if g in found}
+
+    def pending(self, key_group: int) -> Pending | None:
+        row = self._db.execute(
+            "SELECT checkpoint_id, write_id, version, digest, parent, full, bytes, rows, edits "
+            "FROM pending WHERE g = ?",
+            (key_group,),
+        ).fetchone()
+        if row is None:
+            return None
+        checkpoint_id, write_id, version, digest, parent, full, size, rows, blob = row
+        return Pending(
+            checkpoint_id,
+            write_id,
+            version,
+            digest,
+            parent,
+            bool(full),
+            size,
+            rows,
+            _unpack_edits(blob),
+        )
+
+    def set_pending(self, key_group: int, pending: Pending) -> None:
+        """Record a save's edits of ``key_group`` until :meth:`apply` or :meth:`drop_pending`."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key_group, *pending[:8], _pack_edits(pending.edits)),
+        )
+
+    def drop_pending(self, key_groups: Iterable[int]) -> None:
+        self._db.executemany("DELETE FROM pending WHERE g = ?", [(g,) for g in key_groups])
+
+    def apply(
+        self, key_group: int, edits: Mapping[str, TableChanges], full: bool, head: LocalHead
+    ) -> None:
+        """Apply a committed save's ``edits`` of ``key_group`` (``full``: they are its whole
+        state) and record ``head``, in one transaction; drops the key group's pending
+        record."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if full:
+                db.execute("DELETE FROM rows WHERE g = ?", (key_group,))
+            puts: list[tuple[int, bytes, bytes]] = []
+            deletes: list[tuple[int, bytes]] = []
+            for table, changes in edits.items():
+                if changes.truncated and not full:
+                    low, high = _table_range(table)
+                    db.execute(
+                        "DELETE FROM rows WHERE g = ? AND k >= ? AND k < ?", (key_group, low, high)
+                    )
+                for key, value in changes.rows.items():
+                    k = _row_key(table, key)
+                    if value is DELETED:
+                        deletes.append((key_group, k))
+                    else:
+                        puts.append((key_group, k, _seal(key_group, k, value)))  # type: ignore[arg-type]
+            if deletes:
+                db.executemany("DELETE FROM rows WHERE g = ? AND k = ?", deletes)
+            if puts:
+                db.executemany("INSERT OR REPLACE INTO rows VALUES (?, ?, ?)", puts)
+            self._set_head(key_group, head)
+            db.execute("DELETE FROM pending WHERE g = ?", (key_group,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self.rows_written += len(puts) + len(deletes)
+
+    def replace(
+        self, key_group: int, tables: Mapping[str, Mapping[bytes, bytes]], head: LocalHead
+    ) -> None:
+        """Make ``tables`` (a restored key group's) the whole local state of ``key_group``."""
+        edits = {t: TableChanges(False, dict(rows)) for t, rows in tables.items()}
+        self.apply(key_group, edits, True, head)
+
+    def forget(self, key_groups: Iterable[int]) -> None:
+        """Drop what the file holds of ``key_groups`` (rows, head, pending edits)."""
+        db = self._db
+        groups = [(g,) for g in key_groups]
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("rows", "groups", "pending"):
+                db.executemany(f"DELETE FROM {table} WHERE g = ?", groups)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _set_head(self, key_group: int, head: LocalHead) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+            (key_group, *head),
+        )
+
+    def set_head(self, key_group: int, head: LocalHead) -> None:
+        """Record ``head`` for ``key_group`` (its rows unchanged)."""
+        self._set_head(key_group, head)
+
+    def view(self, key_group: int, repair: Callable[[int], None] | None = None) -> GroupView:
+        """The rows of ``key_group``, as an object space's backing; ``repair(key_group)``
+        rebuilds them when a read finds a damaged row (then the read is tried again)."""
+        return GroupView(self, key_group, repair)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _range(self, g: int, low: bytes, high: bytes) -> list[tuple[bytes, bytes]]:
+        return self._db.execute(
+            "SELECT k, v FROM rows WHERE g = ? AND k >= ? AND k < ?", (g, low, high)
+        ).fetchall()
+
+    def fetch(self, g: int, object_id: str) -> tuple[bytes, dict[str, dict[bytes, bytes]]] | None:
+        """Object ``object_id``'s kind row and tables, or ``None`` if the key group has none."""
+        start = object_key(object_id)
+        rows = self._range(g, start, start + b"\xff")
+        if not rows:
+            return None
+        kind = None
+        tables: dict[str, dict[bytes, bytes]] = {}
+        cut = len(start)
+        prefix = _ITEM + object_id + "/"
+        for k, sealed in rows:
+            v = _open(g, k, sealed)
+            tag = k[cut]
+            if tag == _KIND_TAG[0]:
+                kind = v
+                continue
+            suffix = _TAG_SUFFIX.get(tag)
+            if suffix is None:
+                raise CorruptStateError(f"local store row {k!r} of key group {g} has no table")
+            name = prefix + suffix
+            table = tables.get(name)
+            if table is None:
+                table = tables[name] = {}
+            table[k[cut + 1 :]] = v
+        if kind is None:
+            raise CorruptStateError(f"object {object_id!r} of key group {g} has rows but no kind")
+        return kind, tables
+
+    def ids(self, g: int, prefix: str = "") -> Iterator[str]:
+        """Ids of the key group's objects starting with ``prefix``, in key order."""
+        low = _escape(prefix)
+        for (k,) in self._db.execute(
+            "SELECT k FROM rows WHERE g = ? AND k >= ? AND k < ? AND substr(k, -3) = ?",
+            (g, low, low + b"\xff", _END + _KIND_TAG),
+        ):
+            if _id_end(k) == len(k) - 3:  # a kind row, not a row whose own key ends so
+                yield _unescape(k[:-3])
+
+    def rows(self, g: int) -> Iterator[tuple[str, str, bytes, bytes]]:
+        """Every row of the key group as ``(object id, space table, row key, value)``, in
+        key order (streamed: a full write of the key group without its objects)."""
+        cursor = self._db.execute("SELECT k, v FROM rows WHERE g = ? ORDER BY k", (g,))
+        for k, sealed in cursor:
+            v = _open(g, k, sealed)
+            cut = _id_end(k)
+            object_id = _unescape(k[:cut])
+            tag = k[cut + 2]
+            if tag == _KIND_TAG[0]:
+                yield object_id, INDEX_TABLE, object_id.encode("utf-8"), v
+            else:
+                yield object_id, f"{_ITEM}{object_id}/{_TAG_SUFFIX[tag]}", k[cut + 3 :], v
+
+    def size(self) -> int:
+        """Bytes of the file (its write-ahead log included)."""
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(self.path + suffix)
+        return total
+
+
+class GroupView:
+    """One key group of a :class:`LocalStore`, as an object space's backing
+    (:class:`objectspace.space.Backing`). A read that finds a damaged row calls ``repair``
+    (which rebuilds the key group from storage) and reads again."""
+
+    __slots__ = ("key_group", "repair", "store")
+
+    def __init__(
+        self, store: LocalStore, key_group: int, repair: Callable[[int], None] | None = None
+    ) -> None:
+        self.store = store
+        self.key_group = key_group
+        self.repair = repair
+
+    def _again(self, exc: CorruptStateError) -> None:
+        if self.repair is None:
+            raise exc
+        self.repair(self.key_group)
+
+    def fetch(self, object_id: str) -> tuple[bytes, dict[str, dict[bytes, bytes]]] | None:
+        try:
+            return self.store.fetch(self.key_group, object_id)
+        except CorruptStateError as exc:
+            self._again(exc)
+        return self.store.fetch(self.key_group, object_id)
+
+    def ids(self, prefix: str = "") -> Iterator[str]:
+        return iter(self._listed(lambda: list(self.store.ids(self.key_group, prefix))))
+
+    def rows(self) -> Iterator[tuple[str, str, bytes, bytes]]:
+        return iter(self._listed(lambda: list(self.store.rows(self.key_group))))
+
+    def _listed(self, read: Callable[[], list[_T]]) -> list[_T]:
+        try:
+            return read()
+        except CorruptStateError as exc:
+            self._again(exc)
+        return read()

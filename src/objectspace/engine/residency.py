@@ -1,0 +1,277 @@
+"""Instances kept between batches, and state larger than memory.
+
+A process that runs instances batch after batch (a Spark Python worker, ``simulate`` with a
+memory budget) keeps each instance it ran, and adopts it in the next batch when the save
+it made is the one committed (:func:`adopt`). With a memory budget (:class:`Residency`),
+each instance has a local store on disk (:class:`~objectspace.checkpoint.local.LocalStore`)
+holding every key group's committed state by object: the spaces hold only the objects a
+batch used, the others are loaded on first use, and after each batch the objects beyond
+the budget are dropped from memory, the least recently used first. Another process of the
+machine that gets the instance next, or this one after a restart, opens the same local
+store and continues from it, reading from storage only the key groups whose committed
+state it does not hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+from typing import TYPE_CHECKING
+
+from objectspace.checkpoint import Instance
+from objectspace.checkpoint.local import LocalStore
+
+if TYPE_CHECKING:
+    from objectspace.engine.plan import TaskPlan
+    from objectspace.engine.stats import TaskStats
+
+__all__ = ["Residency", "adopt", "heads_match", "parse_bytes"]
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(value: int | str, what: str = "memory_budget") -> int:
+    """Bytes from an int or a size such as ``"512 MiB"``, ``"1g"``, ``"64MB"`` (binary
+    units: ``k`` = 1024); ``ValueError`` naming ``what`` for anything else."""
+    if type(value) is int:
+        if value <= 0:
+            raise ValueError(f"{what} must be > 0 bytes, not {value}")
+        return value
+    if isinstance(value, str):
+        found = _SIZE.match(value)
+        if found:
+            number, unit = found.groups()
+            size = int(float(number) * _UNITS[unit.lower()])
+            if size > 0:
+                return size
+    raise ValueError(
+        f"{what} must be a positive number of bytes or a size like '512 MiB', not {value!r}"
+    )
+
+
+def heads_match(plan: TaskPlan, instance: Instance) -> dict[int, int] | None:
+    """Whether, for every key group ``instance`` holds, the store's restore chain as of
+    the planned base ends with the write its state ends with once its last save is
+    acknowledged (:meth:`Instance.heads`): ``None`` if not, else the ids the commit
+    gave the save's staged writes, by key group (``{}``: none staged).
+
+    A staged write had no id when the instance saved it: the chain must end, at the
+    saved version, with a write of the very block it staged (its xxh64 digest) whose
+    parent is the head the instance held before (:meth:`Instance.is_staged_head`; the
+    commit checked that parent was the committed head), so the stored state of that key
+    group is the state the save captured."""
+    heads = instance.heads()
+    if heads.keys() != instance.loaded().keys() or plan.base is None:
+        return None
+    if not heads:
+        return {}
+    info = plan.info
+    groups = range(min(heads), max(heads) + 1)
+    backend = plan.storage.backend
+    saved = instance.pending_save
+    staged = {} if saved is None else {w.key_group: w for w in saved.writes if not w.write_id}
+    if not staged:
+        stored = backend.heads(info.job, info.name, groups, plan.base)
+        return {} if all(stored.get(g) == head for g, head in heads.items()) else None
+    found = backend.head_digests(info.job, info.name, groups, plan.base)
+    ids: dict[int, int] = {}
+    for key_group, head in heads.items():
+        got = found.get(key_group)
+        write = staged.get(key_group)
+        if write is None:
+            if (None if got is None else got[:2]) != head:
+                return None
+        elif got is None or not instance.is_staged_head(key_group, write, got):
+            return None
+        else:
+            ids[key_group] = got[0]
+    return ids
+
+
+def adopt(plan: TaskPlan, instance: Instance) -> bool:
+    """Acknowledge ``instance``'s last save if it is the one committed for the checkpoint
+    this batch runs on (its writes, or with none, the heads of every key group it holds,
+    are the store's), and say whether the instance now holds exactly that state."""
+    saved = instance.pending_save
+    if saved is not None and saved.checkpoint_id == plan.base:
+        # The driver plans this batch on top of the checkpoint this instance saved: adopt
+        # the save if its own writes are the committed ones (then its receipt was the one
+        # committed for this index, so no other attempt wrote the key groups it left
+        # alone). A save without writes proves nothing: check that no key group it holds
+        # changed in the store. A staged save's writes got their ids in the commit.
+        ids = saved.write_ids()
+        if ids:
+            if plan.storage.backend.writes_committed(ids):
+                instance.on_saved()
+        else:
+            staged_ids = heads_match(plan, instance)
+            if staged_ids is not None:
+                instance.on_saved(staged_ids)
+    return instance.base == plan.base and instance.pending_save is None
+
+
+def _private_folder(path: str) -> bool:
+    """Create ``path`` (mode 0700) if missing; whether it is a directory, not a link, owned
+    by this user and closed to everyone else."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return False
+    with contextlib.suppress(FileExistsError):
+        os.makedirs(path, 0o700)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == getuid() and not st.st_mode & 0o077
+
+
+def default_local_dir() -> str:
+    """Where local stores go when the runner names no folder: the first of Spark's local
+    directories (``SPARK_LOCAL_DIRS``) or the temporary directory, in
+    ``objectspace-local-<uid>``."""
+    roots = os.environ.get("SPARK_LOCAL_DIRS", "")
+    root = roots.split(",")[0].strip() or tempfile.gettempdir()
+    getuid = getattr(os, "getuid", None)
+    return os.path.join(root, f"objectspace-local-{getuid() if getuid else 0}")
+
+
+def _headroom() -> int:
+    """Half the address space this process may still map when it runs under a limit
+    (``RLIMIT_AS``, which ``spark.executor.pyspark.memory`` sets on each Python worker),
+    else no bound."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return 1 << 62
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return 1 << 62
+    return max((limit - mapped) // 2, 1 << 20)
+
+
+class Residency:
+    """The instances one process keeps between batches with their local stores, and the
+    memory budget their spaces share: ``budget`` bytes (an estimate of what the resident
+    objects hold, :meth:`~objectspace.residents.Residents.nbytes`) for every instance the
+    process keeps, so per Python worker under Spark; at most half of what the process may
+    still map when it runs under an address-space limit (a Python worker under
+    ``spark.executor.pyspark.memory``). ``root``: the folder of the local stores (created
+    private to this user); ``None``: :func:`default_local_dir`.
+    """
+
+    def __init__(self, budget: int, root: str | None = None) -> None:
+        self.requested = budget
+        self.budget = min(budget, _headroom())
+        self.root = root
+        self.instances: dict[tuple[str, ...], Instance] = {}
+        self._private: list[str] = []
+
+    def _identity(self, plan: TaskPlan, index: int) -> tuple[str, bytes]:
+        info = plan.info
+        parts = (
+            plan.storage.url,
+            info.job,
+            info.name,
+            info.max_key_groups,
+            index,
+            plan.parallelism,
+        )
+        identity = hashlib.sha256(repr(parts).encode("utf-8")).digest()
+        return identity.hex()[:40], identity
+
+    def _folder(self, plan: TaskPlan) -> str:
+        folder = self.root or plan.local_dir or default_local_dir()
+        if not _private_folder(folder):
+            raise PermissionError(
+                f"the local store folder {folder!r} is not a private directory of this user "
+                "(mode 0700, not a link): name another with local_dir="
+            )
+        return folder
+
+    def _open(self, plan: TaskPlan, index: int) -> LocalStore:
+        """Instance ``index``'s local store, locked for this process; a private one (a new
+        file, deleted on :meth:`close`) when another process holds it."""
+        folder = self._folder(plan)
+        name, identity = self._identity(plan, index)
+        store = LocalStore.open(os.path.join(folder, name + ".db"), identity)
+        if store is None:
+            path = tempfile.mkdtemp(prefix=f"{name}-", dir=folder)
+            self._private.append(path)
+            store = LocalStore.open(os.path.join(path, "state.db"), identity)
+            assert store is not None
+        return store
+
+    def instance(self, plan: TaskPlan, index: int, stats: TaskStats) -> Instance:
+        """Instance ``index`` of ``plan``: the one kept, if its state is the committed one
+        the batch runs on, else one over its local store."""
+        key = self._key(plan, index)
+        kept = self.instances.pop(key, None)
+        if kept is not None and kept.local is not None:
+            if kept.local.acquire() and adopt(plan, kept):
+                stats.cached = True
+                stats.objects_evicted += kept.evict(self.budget)  # the acknowledged edits
+                return kept
+            store: LocalStore | None = kept.local if kept.local.locked else None
+            if store is None:
+                kept.local.close()
+        else:
+            store = None
+        if store is None:
+            store = self._open(plan, index)
+        return plan.restore(index, local=store)
+
+    def keep(self, plan: TaskPlan, index: int, instance: Instance, stats: TaskStats) -> None:
+        """Keep ``instance`` after its task (or drop it, in a replay), evict what exceeds
+        the budget, and let other processes use its local store until the next task."""
+        started = time.perf_counter()
+        key = self._key(plan, index)
+        if plan.replay:
+            if instance.local is not None:
+                instance.local.close()
+            return
+        self.instances[key] = instance
+        others = [k for k in self.instances if k != key]
+        total = sum(i.resident()[1] for i in self.instances.values())
+        while total > self.budget and others:  # instances kept longest go first
+            dropped = self.instances.pop(others.pop(0))
+            total -= dropped.resident()[1]
+            if dropped.local is not None:
+                dropped.local.close()
+        stats.objects_evicted += instance.evict(self.budget)
+        stats.objects_resident, stats.bytes_resident = instance.resident()
+        for kept in self.instances.values():
+            if kept.local is not None:
+                kept.local.release()
+        stats.seconds_save += time.perf_counter() - started
+
+    @staticmethod
+    def _key(plan: TaskPlan, index: int) -> tuple[str, ...]:
+        info = plan.info
+        return (
+            plan.owner,
+            plan.storage.url,
+            info.job,
+            info.name,
+            str(index),
+            str(plan.parallelism),
+        )
+
+    def close(self) -> None:
+        """Close every local store and delete the private ones."""
+        for instance in self.instances.values():
+            if instance.local is not None:
+                instance.local.close()
+        self.instances.clear()
+        for path in self._private:
+            shutil.rmtree(path, ignore_errors=True)
+        self._private.clear()

@@ -1,0 +1,183 @@
+"""The objects a space with a backing holds in memory, and what the backing keeps.
+
+A space with a :class:`Backing` (an instance's local store, see
+:mod:`objectspace.checkpoint.local`) holds as Python objects only those used since they
+were last evicted; :class:`Residents` loads the others on first use, lists ids without
+loading them, copies the kept rows of objects not in memory into a full save, and evicts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from objectspace.collections import KINDS
+from objectspace.collections.base import Emitter, PersistedObject
+from objectspace.errors import CorruptStateError, SerializationError
+from objectspace.tables import DictReader, StateReader
+
+if TYPE_CHECKING:
+    from objectspace.space import ObjectSpace
+
+__all__ = ["ENTRY_BYTES", "OBJECT_BYTES", "Backing", "Residents", "decode_object", "estimate"]
+
+OBJECT_BYTES = 240
+"""What :meth:`Residents.nbytes` counts per object in memory, and :data:`ENTRY_BYTES` per
+entry it holds: an estimate of their RAM (an object, its id, the space's reference; an
+entry's key, value and reference), not a measurement."""
+ENTRY_BYTES = 96
+_NONE = object()
+
+
+class Backing(Protocol):
+    """Where a space's objects are kept while they are not Python objects: the saved and
+    acknowledged state of every object, stored by object."""
+
+    def fetch(self, object_id: str) -> tuple[bytes, dict[str, dict[bytes, bytes]]] | None:
+        """Object ``object_id``'s kind row (``state/index``) and its tables, or ``None``."""
+
+    def ids(self, prefix: str = "") -> Iterator[str]:
+        """The ids of the objects kept whose id starts with ``prefix``."""
+
+    def rows(self) -> Iterator[tuple[str, str, bytes, bytes]]:
+        """Every row kept: ``(object id, table, row key, value)``."""
+
+
+def estimate(obj: PersistedObject) -> int:
+    """The bytes :meth:`Residents.nbytes` counts for ``obj``: :data:`OBJECT_BYTES`, plus a
+    value's own size (``sys.getsizeof``, not what it refers to) or :data:`ENTRY_BYTES` per
+    entry of a collection."""
+    value = getattr(obj, "_value", _NONE)
+    if value is not _NONE:
+        return OBJECT_BYTES + sys.getsizeof(value)
+    try:
+        return OBJECT_BYTES + ENTRY_BYTES * len(obj)  # type: ignore[arg-type]
+    except TypeError:
+        return OBJECT_BYTES
+
+
+class Residents:
+    """The objects of ``space`` held in memory, over ``backing``.
+
+    The space's own dict holds them, in about the order they were last loaded or saved
+    (oldest first: :meth:`ObjectSpace.on_saved` moves the saved ones to the end).
+    ``loaded`` counts the objects loaded from the backing so far.
+    """
+
+    __slots__ = ("_absent", "backing", "loaded", "space")
+
+    def __init__(self, space: ObjectSpace, backing: Backing) -> None:
+        self.space = space
+        self.backing = backing
+        self.loaded = 0
+        # Ids the backing was asked for and does not hold (until forget_absent).
+        self._absent: set[str] = set()
+
+    def fetch(self, object_id: str, creating: bool = False) -> PersistedObject | None:
+        """Object ``object_id`` loaded from the backing into the space, or ``None`` if the
+        backing holds none or the object was deleted since. ``creating``: the caller
+        creates the object when there is none (so it is no longer absent)."""
+        space = self.space
+        absent = self._absent
+        if (
+            type(object_id) is not str
+            or object_id in absent
+            or object_id in space._deleted
+            or object_id in space._pending_deleted
+        ):
+            if creating:
+                absent.discard(object_id)
+            return None
+        found = self.backing.fetch(object_id)
+        if found is None:
+            if not creating:
+                absent.add(object_id)
+            return None
+        raw_kind, tables = found
+        obj = decode_object(space, object_id, raw_kind, DictReader(tables))
+        space._objects[object_id] = obj
+        self.loaded += 1
+        return obj
+
+    def forget_absent(self) -> None:
+        """Forget which ids the backing lacked (it changed, or objects left memory)."""
+        self._absent.clear()
+
+    def ids(self, prefix: str = "") -> list[str]:
+        """Ids starting with ``prefix``: in memory, then kept and not in memory (not
+        deleted), without loading any."""
+        space = self.space
+        objects = space._objects
+        found = [i for i in objects if i.startswith(prefix)]
+        gone = space._deleted | space._pending_deleted
+        found.extend(i for i in self.backing.ids(prefix) if i not in objects and i not in gone)
+        return found
+
+    def count(self) -> int:
+        """How many objects are in memory."""
+        return len(self.space._objects)
+
+    def nbytes(self) -> int:
+        """An estimate of the RAM of the objects in memory (see :data:`OBJECT_BYTES`).
+        O(objects in memory)."""
+        return sum(estimate(o) for o in self.space._objects.values())
+
+    def evict(self, count: int) -> int:
+        """Drop up to ``count`` objects without unsaved or unacknowledged edits from memory,
+        the least recently loaded or saved first; the backing keeps them and the next use
+        loads them again. Returns how many were dropped. A dropped object is detached:
+        keep no reference to one past a batch (``KeyState`` gives a fresh one)."""
+        if count <= 0:
+            return 0
+        space = self.space
+        objects = space._objects
+        busy = space._dirty.keys() | space._pending.keys()
+        dropped: list[tuple[str, PersistedObject]] = []
+        for object_id, obj in objects.items():
+            if len(dropped) >= count:
+                break
+            if object_id not in busy:
+                dropped.append((object_id, obj))
+        for object_id, obj in dropped:
+            del objects[object_id]
+            obj._space = None
+        self._absent.clear()
+        return len(dropped)
+
+    def copy_kept(self, out: Emitter, index: dict[bytes, Any]) -> None:
+        """Emit the backing's rows of every object neither in memory nor deleted (a full
+        save of a backed space: the rows as they are kept, nothing decoded)."""
+        space = self.space
+        objects = space._objects
+        gone = space._deleted | space._pending_deleted
+        for object_id, table, key, value in self.backing.rows():
+            if object_id in objects or object_id in gone:
+                continue
+            if table == "state/index":
+                index[key] = value
+            else:
+                out.table(table)[key] = value
+
+
+def decode_object(
+    space: ObjectSpace, object_id: str, raw_kind: bytes, reader: StateReader
+) -> PersistedObject:
+    """Object ``object_id`` of ``space``, of kind row ``raw_kind``, read from
+    ``reader``; :class:`CorruptStateError` naming it if it cannot be."""
+    try:
+        kind = space._serializer.loads(raw_kind)["kind"]
+        obj_cls = KINDS[kind]
+    except (KeyError, TypeError, SerializationError) as exc:
+        raise CorruptStateError(
+            f"object {object_id!r} has an unreadable kind {raw_kind!r}"
+        ) from exc
+    try:
+        return obj_cls._load(space, object_id, reader, space._serializer.raw_loads)
+    except CorruptStateError:
+        raise
+    except Exception as exc:
+        raise CorruptStateError(
+            f"cannot load {kind} {object_id!r}: its stored state cannot be decoded "
+            f"with {type(space._serializer).__name__} ({type(exc).__name__}: {exc})"
+        ) from exc
