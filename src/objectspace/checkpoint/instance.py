@@ -24,7 +24,6 @@ from objectspace.tables import (
     CheckpointKind,
     DictReader,
     StateWriter,
-    TableChanges,
     WriteStats,
 )
 
@@ -104,9 +103,6 @@ class Instance:
         self.bytes_read = 0
         self.last_save = SaveStats()
         self.local = local
-        # With a local store: the edits of the last save per key group, and whether full,
-        # for on_saved to apply.
-        self._edits: dict[int, tuple[dict[str, TableChanges], bool]] = {}
         self.objects_evicted = 0
 
     def __repr__(self) -> str:
@@ -315,7 +311,7 @@ class Instance:
             WriteInfo(head[0], key_group, head[1], pending.full, pending.bytes, pending.rows)
         )
         new = LocalHead(head[0], head[1], head[2], chain.full_bytes, chain.diff_bytes, chain.length)
-        local.apply(key_group, pending.edits, pending.full, new)
+        local.apply_pending(key_group, new)
         return new
 
     def resident(self) -> tuple[int, int]:
@@ -409,8 +405,6 @@ class Instance:
                 parts.append(
                     PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
                 )
-                if self.local is not None:
-                    self._edits[key_group] = (writer.changes, full)
             backend = op.job.backend
             staged: tuple[StagedWrite, ...] = ()
             if stage_bytes > 0 and backend.supports_staging:
@@ -433,9 +427,9 @@ class Instance:
                 writes = backend.write_pending(
                     op.job.name, op.name, checkpoint_id, self.attempt, parts
                 )
-            parts.clear()  # freed now: the collection after the pause does not scan them
             if self.local is not None:
-                self._keep_pending(checkpoint_id, writes)
+                self._keep_pending(checkpoint_id, writes, parts)
+            parts.clear()  # freed now: the collection after the pause does not scan them
         self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
             key_groups=len(writes),
@@ -458,32 +452,28 @@ class Instance:
             staged=staged,
         )
 
-    def _keep_pending(self, checkpoint_id: int, writes: list[WriteInfo]) -> None:
+    def _keep_pending(
+        self, checkpoint_id: int, writes: list[WriteInfo], parts: list[PendingPart]
+    ) -> None:
         """Record the save's edits in the local store, for whichever process finds the save
         committed first (this one in :meth:`on_saved`, or another that loads the key
         group)."""
         local = self.local
         assert local is not None
-        done = {w.key_group for w in writes}
-        for key_group in [g for g in self._edits if g not in done]:
-            del self._edits[key_group]
+        edits = {p.key_group: p.changes for p in parts}
         for w in writes:
-            edits, full = self._edits[w.key_group]
             head = self._heads.get(w.key_group)
-            local.set_pending(
-                w.key_group,
-                Pending(
-                    checkpoint_id,
-                    w.write_id,
-                    w.version,
-                    w.digest,
-                    0 if head is None else head[0],
-                    full,
-                    w.bytes,
-                    w.rows,
-                    edits,
-                ),
+            pending = Pending(
+                checkpoint_id,
+                w.write_id,
+                w.version,
+                w.digest,
+                0 if head is None else head[0],
+                w.full,
+                w.bytes,
+                w.rows,
             )
+            local.set_pending(w.key_group, pending, edits[w.key_group])
 
     def on_saved(self, staged_ids: Mapping[int, int] | None = None) -> None:
         """Acknowledge the last save after its checkpoint was committed.
@@ -506,12 +496,12 @@ class Instance:
             writes = [w if w.write_id else replace(w, write_id=ids[w.key_group]) for w in writes]
         saved = {w.key_group: w for w in writes}
         local = self.local
+        lost: list[int] = []
         for key_group, space in self._spaces.items():
             write = saved.get(key_group)
             if write is not None:
                 chain = self._chains[key_group].after(write)
                 if local is not None:
-                    edits, full = self._edits.pop(key_group)
                     head = LocalHead(
                         write.write_id,
                         write.version,
@@ -520,13 +510,17 @@ class Instance:
                         chain.diff_bytes,
                         chain.length,
                     )
-                    local.apply(key_group, edits, full, head)
+                    if not local.apply_pending(key_group, head) and not _same_write(
+                        local.heads([key_group]).get(key_group, _NO_HEAD), (*head[:3], None)
+                    ):
+                        lost.append(key_group)
                 space.on_saved()
                 self._chains[key_group] = chain
                 self._heads[key_group] = (write.write_id, write.version)
-        self._edits.clear()
         self.base = checkpoint_id
         self._saved = None
+        for key_group in lost:  # its pending edits are gone from the local store
+            self._repair(key_group)
 
     @property
     def pending_save(self) -> PendingSave | None:
@@ -635,6 +629,9 @@ def _runs(key_groups: Sequence[int]) -> Iterator[range]:
         last = g
     if start is not None:
         yield range(start, last + 1)
+
+
+_NO_HEAD = LocalHead(0, -1, None, None, 0, 0)
 
 
 def _same_write(mine: LocalHead, head: tuple[int, int, int | None, int | None]) -> bool:

@@ -12,12 +12,12 @@ It is a cache, never the source of truth. Per key group it records the committed
 its rows are the state of (``(write id, version, digest)``) and its restore chain's cost;
 a key group is used only while that write is the one the store's restore chain ends with
 as of the checkpoint the instance runs on, and is rebuilt from the store otherwise. A
-save's edits wait in a *pending* record (with the write they will be once committed) until
-the save is acknowledged; a process that finds the write committed applies them, one that
-finds it was not drops them. Every row carries a CRC-32 of its key group, key and value,
+save's edits wait as *pending* rows (with the write they will be once committed) until the
+save is acknowledged; a process that finds the write committed applies them (inside
+SQLite), one that finds it was not drops them. Every row carries a CRC-32 of its key group, key and value,
 checked on read: a row that fails it raises :class:`~objectspace.CorruptStateError`, and
 the instance rebuilds the key group from the store. Nothing stored here is unpickled:
-pending edits are msgpack of bytes, values are the serializer's own encoding.
+values are the serializer's own encoding.
 
 Row keys: the object id's UTF-8 with NUL escaped (``00`` → ``00 ff``), ``00 00``, a tag
 (``K`` the object's kind row in ``state/index``, ``M``/``I``/``D`` its ``metadata``,
@@ -34,8 +34,6 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple, TypeVar
 
-import msgpack
-
 from objectspace.errors import CorruptStateError
 from objectspace.space import INDEX_TABLE
 from objectspace.tables import DELETED, TableChanges
@@ -48,7 +46,7 @@ _TAG_SUFFIX = {v[0]: k for k, v in _SUFFIX_TAG.items()}
 _KIND_TAG = b"K"
 _END = b"\x00\x00"
 _CRC = struct.Struct(">I")
-_SCHEMA = 1
+_SCHEMA = 2
 _T = TypeVar("_T")
 
 _DDL = (
@@ -59,7 +57,10 @@ _DDL = (
     "length INTEGER, objects INTEGER)",
     "CREATE TABLE IF NOT EXISTS pending (g INTEGER PRIMARY KEY, checkpoint_id INTEGER, "
     "write_id INTEGER, version INTEGER, digest INTEGER, parent INTEGER, full INTEGER, "
-    "bytes INTEGER, rows INTEGER, edits BLOB)",
+    "bytes INTEGER, rows INTEGER)",
+    # A pending save's edits: op 0 put k = v, 1 delete k, 2 delete the range k <= key < v.
+    "CREATE TABLE IF NOT EXISTS pending_rows (g INTEGER, seq INTEGER, op INTEGER, k BLOB, "
+    "v BLOB, PRIMARY KEY (g, seq)) WITHOUT ROWID",
 )
 
 
@@ -77,9 +78,9 @@ class LocalHead(NamedTuple):
 
 
 class Pending(NamedTuple):
-    """A save's edits of one key group waiting for its commit: the write it is (``write_id``
-    0 for a staged write, whose id the commit gives; then ``version``, ``digest`` and
-    ``parent`` identify it), and the edits."""
+    """A save of one key group waiting for its commit: the write it is (``write_id`` 0 for a
+    staged write, whose id the commit gives; then ``version``, ``digest`` and ``parent``
+    identify it). Its edits wait in the local store's ``pending_rows``."""
 
     checkpoint_id: int
     write_id: int
@@ -89,7 +90,6 @@ class Pending(NamedTuple):
     full: bool
     bytes: int
     rows: int
-    edits: dict[str, TableChanges]
 
 
 def _escape(object_id: str) -> bytes:
@@ -163,31 +163,6 @@ def _unlock(fd: int) -> None:
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _pack_edits(edits: Mapping[str, TableChanges]) -> bytes:
-    return bytes(
-        msgpack.packb(
-            [
-                [t, c.truncated, [[k, None if v is DELETED else v] for k, v in c.rows.items()]]
-                for t, c in edits.items()
-            ],
-            use_bin_type=True,
-        )
-    )
-
-
-def _unpack_edits(blob: bytes) -> dict[str, TableChanges]:
-    try:
-        data = msgpack.unpackb(blob, raw=False, use_list=True, max_ext_len=0)
-        out: dict[str, TableChanges] = {}
-        for table, truncated, rows in data:
-            out[str(table)] = TableChanges(
-                bool(truncated), {bytes(k): DELETED if v is None else bytes(v) for k, v in rows}
-            )
-        return out
-    except Exception as exc:
-        raise CorruptStateError(f"a pending save of a local store cannot be read: {exc}") from exc
 
 
 class LocalStore:
@@ -293,34 +268,96 @@ class LocalStore:
 
     def pending(self, key_group: int) -> Pending | None:
         row = self._db.execute(
-            "SELECT checkpoint_id, write_id, version, digest, parent, full, bytes, rows, edits "
+            "SELECT checkpoint_id, write_id, version, digest, parent, full, bytes, rows "
             "FROM pending WHERE g = ?",
             (key_group,),
         ).fetchone()
         if row is None:
             return None
-        checkpoint_id, write_id, version, digest, parent, full, size, rows, blob = row
-        return Pending(
-            checkpoint_id,
-            write_id,
-            version,
-            digest,
-            parent,
-            bool(full),
-            size,
-            rows,
-            _unpack_edits(blob),
-        )
+        checkpoint_id, write_id, version, digest, parent, full, size, rows = row
+        return Pending(checkpoint_id, write_id, version, digest, parent, bool(full), size, rows)
 
-    def set_pending(self, key_group: int, pending: Pending) -> None:
-        """Record a save's edits of ``key_group`` until :meth:`apply` or :meth:`drop_pending`."""
-        self._db.execute(
-            "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key_group, *pending[:8], _pack_edits(pending.edits)),
-        )
+    def set_pending(
+        self, key_group: int, pending: Pending, edits: Mapping[str, TableChanges]
+    ) -> None:
+        """Record a save of ``key_group`` and its ``edits`` (``pending.full``: its whole
+        state) until :meth:`apply_pending` or :meth:`drop_pending`; the edits go to the file
+        row by row, never as one object."""
+        g = key_group
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM pending_rows WHERE g = ?", (g,))
+            db.execute(
+                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (g, *pending)
+            )
+            db.executemany(
+                "INSERT INTO pending_rows VALUES (?, ?, ?, ?, ?)", self._pending_rows(g, edits)
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _pending_rows(
+        g: int, edits: Mapping[str, TableChanges]
+    ) -> Iterator[tuple[int, int, int, bytes, bytes | None]]:
+        seq = 0
+        for table, changes in edits.items():
+            if changes.truncated:
+                low, high = _table_range(table)
+                yield g, seq, 2, low, high
+                seq += 1
+        for table, changes in edits.items():
+            for key, value in changes.rows.items():
+                k = _row_key(table, key)
+                if value is DELETED:
+                    yield g, seq, 1, k, None
+                else:
+                    yield g, seq, 0, k, _seal(g, k, value)  # type: ignore[arg-type]
+                seq += 1
 
     def drop_pending(self, key_groups: Iterable[int]) -> None:
-        self._db.executemany("DELETE FROM pending WHERE g = ?", [(g,) for g in key_groups])
+        groups = [(g,) for g in key_groups]
+        self._db.executemany("DELETE FROM pending WHERE g = ?", groups)
+        self._db.executemany("DELETE FROM pending_rows WHERE g = ?", groups)
+
+    def apply_pending(self, key_group: int, head: LocalHead) -> bool:
+        """Apply the pending save of ``key_group`` (its write was committed) and record
+        ``head``, in one transaction, inside SQLite; whether there was one."""
+        g = key_group
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            found = db.execute("SELECT full FROM pending WHERE g = ?", (g,)).fetchone()
+            if found is None:
+                db.execute("ROLLBACK")
+                return False
+            if found[0]:
+                db.execute("DELETE FROM rows WHERE g = ?", (g,))
+            for low, high in db.execute(
+                "SELECT k, v FROM pending_rows WHERE g = ? AND op = 2", (g,)
+            ).fetchall():
+                db.execute("DELETE FROM rows WHERE g = ? AND k >= ? AND k < ?", (g, low, high))
+            db.execute(
+                "DELETE FROM rows WHERE g = ? AND k IN "
+                "(SELECT k FROM pending_rows WHERE g = ? AND op = 1)",
+                (g, g),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO rows SELECT g, k, v FROM pending_rows "
+                "WHERE g = ? AND op = 0",
+                (g,),
+            )
+            self._set_head(g, head)
+            db.execute("DELETE FROM pending WHERE g = ?", (g,))
+            db.execute("DELETE FROM pending_rows WHERE g = ?", (g,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return True
 
     def apply(
         self, key_group: int, edits: Mapping[str, TableChanges], full: bool, head: LocalHead
@@ -353,6 +390,7 @@ class LocalStore:
                 db.executemany("INSERT OR REPLACE INTO rows VALUES (?, ?, ?)", puts)
             self._set_head(key_group, head)
             db.execute("DELETE FROM pending WHERE g = ?", (key_group,))
+            db.execute("DELETE FROM pending_rows WHERE g = ?", (key_group,))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -372,7 +410,7 @@ class LocalStore:
         groups = [(g,) for g in key_groups]
         db.execute("BEGIN IMMEDIATE")
         try:
-            for table in ("rows", "groups", "pending"):
+            for table in ("rows", "groups", "pending", "pending_rows"):
                 db.executemany(f"DELETE FROM {table} WHERE g = ?", groups)
             db.execute("COMMIT")
         except BaseException:

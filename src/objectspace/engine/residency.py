@@ -143,7 +143,7 @@ def default_local_dir() -> str:
 
 
 def _headroom() -> int:
-    """Half the address space this process may still map when it runs under a limit
+    """A third of the address space this process may still map when it runs under a limit
     (``RLIMIT_AS``, which ``spark.executor.pyspark.memory`` sets on each Python worker),
     else no bound."""
     try:
@@ -156,15 +156,16 @@ def _headroom() -> int:
             mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (ImportError, OSError, ValueError):
         return 1 << 62
-    return max((limit - mapped) // 2, 1 << 20)
+    # The rest is for a batch's rows, its save's encoded edits and blocks.
+    return max((limit - mapped) // 3, 1 << 20)
 
 
 class Residency:
     """The instances one process keeps between batches with their local stores, and the
     memory budget their spaces share: ``budget`` bytes (an estimate of what the resident
     objects hold, :meth:`~objectspace.residents.Residents.nbytes`) for every instance the
-    process keeps, so per Python worker under Spark; at most half of what the process may
-    still map when it runs under an address-space limit (a Python worker under
+    process keeps, so per Python worker under Spark; at most a third of what the process
+    may still map when it runs under an address-space limit (a Python worker under
     ``spark.executor.pyspark.memory``). ``root``: the folder of the local stores (created
     private to this user); ``None``: :func:`default_local_dir`.
     """
