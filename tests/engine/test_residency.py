@@ -222,3 +222,51 @@ def test_residency_refuses_a_folder_open_to_others(tmp_path: Any) -> None:
             local_dir=str(folder),
         )
     assert Residency(1).budget == 1
+
+
+def _timed(key: Any, rows: list[dict[str, Any]], state: Any) -> list[dict[str, Any]]:
+    """TTL'd entries and event-time timers of every key, under a tiny budget."""
+    seen = state.dict("seen", ttl="30 seconds")
+    for row in rows:
+        seen[row["x"] % 5] = row["x"]
+        state.timers.register(row["ts"] + 20_000)
+    return [{"k": key, "seen": sorted(seen.items())}]
+
+
+class _Fire:
+    def __call__(self, key: Any, rows: list[dict[str, Any]], state: Any) -> list[dict[str, Any]]:
+        return _timed(key, rows, state)
+
+    def on_timer(self, key: Any, when: Any, state: Any) -> list[dict[str, Any]]:
+        return [{"k": key, "fired": when, "seen": sorted(state.dict("seen", ttl="30 seconds").items())}]
+
+
+@pytest.mark.parametrize("op", ["sessions", "timers"])
+def test_timers_ttl_and_windows_under_a_tiny_budget(op: str, tmp_path: Any) -> None:
+    from objectspace import operators as ops
+
+    rng = random.Random(7)
+    batches = []
+    t = 0
+    for _ in range(10):
+        rows = []
+        for _ in range(30):
+            t += rng.randrange(0, 3000)
+            rows.append({"k": rng.randrange(25), "x": rng.randrange(50), "ts": t, "seq": t})
+        batches.append(rows)
+    fn: Any = ops.session_window("10 seconds", value="x") if op == "sessions" else _Fire()
+    kwargs: dict[str, Any] = {
+        "key": "k",
+        "order_by": "seq",
+        "time_mode": "event",
+        "event_time": "ts",
+        "watermark_delay": "5 seconds",
+        "max_key_groups": 8,
+        "parallelism": {0: 2, 5: 1},
+        "replay": [4],
+    }
+    plain = simulate(fn, batches, **kwargs)
+    bounded = simulate(fn, batches, memory_budget=1, local_dir=str(tmp_path), **kwargs)
+    assert bounded.outputs == plain.outputs
+    assert sum(s.timers_fired for s in bounded.stats) == sum(s.timers_fired for s in plain.stats) > 0
+    assert sum(s.objects_loaded for s in bounded.stats) > 0

@@ -105,14 +105,15 @@ def run_batch(
     runner: StatefulRunner,
     rows: list[Row],
     checkpoint_id: int,
-    worker: dict[Any, Any],
+    worker: dict[Any, Any] | spark_cache.InstanceCache,
     *,
     cache: bool = True,
     snapshots: bool = True,
     commit: bool = True,
 ) -> tuple[list[tuple[Any, ...]], list[TaskStats]]:
     """One batch as ``StatefulRunner.process`` runs it, every instance in ``worker`` (an
-    in-process cache of its own). Returns the sorted output rows and the task stats."""
+    in-process cache of its own: its kept instances, or a whole ``InstanceCache``).
+    Returns the sorted output rows and the task stats."""
     plan = runner._driver.begin(
         checkpoint_id,
         P,
@@ -131,7 +132,11 @@ def run_batch(
         index = groups.instance_of(kg, P)
         by_instance.setdefault(index, []).append({**row, "__os_kg": kg, "__os_instance": index})
     saved_cache = spark_cache.WORKER.instances
-    spark_cache.WORKER.instances = worker
+    saved_worker = spark_cache.WORKER
+    if isinstance(worker, spark_cache.InstanceCache):
+        spark_cache.WORKER = worker
+    else:
+        spark_cache.WORKER.instances = worker
     try:
         out: list[Row] = []
         receipts, stats = [], []
@@ -143,6 +148,7 @@ def run_batch(
             if receipt is not None:
                 receipts.append(receipt)
     finally:
+        spark_cache.WORKER = saved_worker
         spark_cache.WORKER.instances = saved_cache
     if commit and not replay:
         assert runner.job.commit(checkpoint_id, receipts)

@@ -359,50 +359,30 @@ class LocalStore:
             raise
         return True
 
-    def apply(
-        self, key_group: int, edits: Mapping[str, TableChanges], full: bool, head: LocalHead
+    def replace(
+        self, key_group: int, tables: Mapping[str, Mapping[bytes, bytes]], head: LocalHead
     ) -> None:
-        """Apply a committed save's ``edits`` of ``key_group`` (``full``: they are its whole
-        state) and record ``head``, in one transaction; drops the key group's pending
-        record."""
+        """Make ``tables`` (a key group restored from storage) the whole local state of
+        ``key_group`` and record ``head``, in one transaction; drops any pending save."""
+        g = key_group
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            if full:
-                db.execute("DELETE FROM rows WHERE g = ?", (key_group,))
-            puts: list[tuple[int, bytes, bytes]] = []
-            deletes: list[tuple[int, bytes]] = []
-            for table, changes in edits.items():
-                if changes.truncated and not full:
-                    low, high = _table_range(table)
-                    db.execute(
-                        "DELETE FROM rows WHERE g = ? AND k >= ? AND k < ?", (key_group, low, high)
-                    )
-                for key, value in changes.rows.items():
-                    k = _row_key(table, key)
-                    if value is DELETED:
-                        deletes.append((key_group, k))
-                    else:
-                        puts.append((key_group, k, _seal(key_group, k, value)))  # type: ignore[arg-type]
-            if deletes:
-                db.executemany("DELETE FROM rows WHERE g = ? AND k = ?", deletes)
-            if puts:
-                db.executemany("INSERT OR REPLACE INTO rows VALUES (?, ?, ?)", puts)
-            self._set_head(key_group, head)
-            db.execute("DELETE FROM pending WHERE g = ?", (key_group,))
-            db.execute("DELETE FROM pending_rows WHERE g = ?", (key_group,))
+            for table in ("rows", "pending", "pending_rows"):
+                db.execute(f"DELETE FROM {table} WHERE g = ?", (g,))
+            db.executemany(
+                "INSERT OR REPLACE INTO rows VALUES (?, ?, ?)",
+                (
+                    (g, k, _seal(g, k, value))
+                    for table, rows in tables.items()
+                    for k, value in ((_row_key(table, key), v) for key, v in rows.items())
+                ),
+            )
+            self._set_head(g, head)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        self.rows_written += len(puts) + len(deletes)
-
-    def replace(
-        self, key_group: int, tables: Mapping[str, Mapping[bytes, bytes]], head: LocalHead
-    ) -> None:
-        """Make ``tables`` (a restored key group's) the whole local state of ``key_group``."""
-        edits = {t: TableChanges(False, dict(rows)) for t, rows in tables.items()}
-        self.apply(key_group, edits, True, head)
 
     def forget(self, key_groups: Iterable[int]) -> None:
         """Drop what the file holds of ``key_groups`` (rows, head, pending edits)."""

@@ -29,7 +29,13 @@ from objectspace.engine.columns import (
 )
 from objectspace.engine.driver import BatchDriver
 from objectspace.engine.plan import INLINE_STATE_BYTES, StatefulFunction, TaskPlan, plan_base
-from objectspace.engine.residency import Residency, adopt, heads_match, parse_bytes
+from objectspace.engine.residency import (
+    Residency,
+    adopt,
+    heads_match,
+    instance_identity,
+    parse_bytes,
+)
 from objectspace.engine.routing import route_rows
 from objectspace.engine.simulate import Simulation, simulate
 from objectspace.engine.stats import NO_TIME, BatchStats, TaskStats, finish_task
@@ -64,6 +70,7 @@ __all__ = [
     "finish_task",
     "group_rows",
     "heads_match",
+    "instance_identity",
     "order_rows",
     "parse_bytes",
     "plan_base",

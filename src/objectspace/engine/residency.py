@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from objectspace.engine.plan import TaskPlan
     from objectspace.engine.stats import TaskStats
 
-__all__ = ["Residency", "adopt", "heads_match", "parse_bytes"]
+__all__ = ["Residency", "adopt", "heads_match", "instance_identity", "parse_bytes"]
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -117,6 +117,24 @@ def adopt(plan: TaskPlan, instance: Instance) -> bool:
     return instance.base == plan.base and instance.pending_save is None
 
 
+def instance_identity(plan: TaskPlan, index: int, owner: bool = False) -> bytes:
+    """A digest naming instance ``index`` of ``plan``'s operator at its parallelism in its
+    storage (with ``owner``: of the runner that plans it too, for what must not outlive
+    it)."""
+    info = plan.info
+    parts: tuple[object, ...] = (
+        plan.storage.url,
+        info.job,
+        info.name,
+        info.max_key_groups,
+        index,
+        plan.parallelism,
+    )
+    if owner:
+        parts = (plan.owner, *parts)
+    return hashlib.sha256(repr(parts).encode("utf-8")).digest()
+
+
 def _private_folder(path: str) -> bool:
     """Create ``path`` (mode 0700) if missing; whether it is a directory, not a link, owned
     by this user and closed to everyone else."""
@@ -177,19 +195,6 @@ class Residency:
         self.instances: dict[tuple[str, ...], Instance] = {}
         self._private: list[str] = []
 
-    def _identity(self, plan: TaskPlan, index: int) -> tuple[str, bytes]:
-        info = plan.info
-        parts = (
-            plan.storage.url,
-            info.job,
-            info.name,
-            info.max_key_groups,
-            index,
-            plan.parallelism,
-        )
-        identity = hashlib.sha256(repr(parts).encode("utf-8")).digest()
-        return identity.hex()[:40], identity
-
     def _folder(self, plan: TaskPlan) -> str:
         folder = self.root or plan.local_dir or default_local_dir()
         if not _private_folder(folder):
@@ -203,7 +208,8 @@ class Residency:
         """Instance ``index``'s local store, locked for this process; a private one (a new
         file, deleted on :meth:`close`) when another process holds it."""
         folder = self._folder(plan)
-        name, identity = self._identity(plan, index)
+        identity = instance_identity(plan, index)
+        name = identity.hex()[:40]
         store = LocalStore.open(os.path.join(folder, name + ".db"), identity)
         if store is None:
             path = tempfile.mkdtemp(prefix=f"{name}-", dir=folder)

@@ -9,7 +9,6 @@ runs too.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import time
@@ -28,6 +27,7 @@ from objectspace.engine import (
     finish_task,
     group_rows,
     heads_match,
+    instance_identity,
     route_rows,
     run_instance,
 )
@@ -114,20 +114,7 @@ class _InstanceTask:
         if folder is None:
             return None
         plan = self.plan
-        info = plan.info
-        identity = hashlib.sha256(
-            repr(
-                (
-                    plan.owner,
-                    plan.storage.url,
-                    info.job,
-                    info.name,
-                    info.max_key_groups,
-                    index,
-                    plan.parallelism,
-                )
-            ).encode("utf-8")
-        ).digest()
+        identity = instance_identity(plan, index, owner=True)
         return os.path.join(folder, identity.hex()[:40] + ".snapshot"), identity
 
     def _adopt_snapshot(self, operator: Operator, index: int) -> Instance | None:

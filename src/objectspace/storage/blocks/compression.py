@@ -123,6 +123,11 @@ operator's own (full blocks, first writes and compactions, are not typical: not 
 SAMPLE_BYTES_TO_TRAIN = 24 * 1024
 """... and the bytes of their payloads it needs at least (zstd needs enough to train on)."""
 
+SAMPLE_BYTES = 8 * 1024
+"""The most of one payload kept as a sample (its head): the samples a process holds, and
+what training reads, stay under ``4 * SAMPLES_TO_TRAIN * SAMPLE_BYTES`` (4 MiB) whatever
+the size of the blocks (a key group of large values writes blocks of megabytes)."""
+
 DICTIONARY_BYTES = 16 * 1024
 """The size of a trained dictionary (stored once per operator)."""
 
@@ -137,7 +142,7 @@ def sample(scope: str, payloads: Sequence[bytes]) -> bytes | None:
     any of them trains a valid dictionary, and the catalog keeps the first one stored."""
     with _SAMPLES_LOCK:
         samples = _SAMPLES.setdefault(scope, [])
-        samples.extend(p for p in payloads if len(p) > 16)
+        samples.extend(p[:SAMPLE_BYTES] for p in payloads if len(p) > 16)
         del samples[: -4 * SAMPLES_TO_TRAIN]
         if len(samples) < SAMPLES_TO_TRAIN or sum(map(len, samples)) < SAMPLE_BYTES_TO_TRAIN:
             return None
