@@ -238,7 +238,9 @@ class _Fire:
         return _timed(key, rows, state)
 
     def on_timer(self, key: Any, when: Any, state: Any) -> list[dict[str, Any]]:
-        return [{"k": key, "fired": when, "seen": sorted(state.dict("seen", ttl="30 seconds").items())}]
+        return [
+            {"k": key, "fired": when, "seen": sorted(state.dict("seen", ttl="30 seconds").items())}
+        ]
 
 
 @pytest.mark.parametrize("op", ["sessions", "timers"])
@@ -268,5 +270,7 @@ def test_timers_ttl_and_windows_under_a_tiny_budget(op: str, tmp_path: Any) -> N
     plain = simulate(fn, batches, **kwargs)
     bounded = simulate(fn, batches, memory_budget=1, local_dir=str(tmp_path), **kwargs)
     assert bounded.outputs == plain.outputs
-    assert sum(s.timers_fired for s in bounded.stats) == sum(s.timers_fired for s in plain.stats) > 0
+    assert (
+        sum(s.timers_fired for s in bounded.stats) == sum(s.timers_fired for s in plain.stats) > 0
+    )
     assert sum(s.objects_loaded for s in bounded.stats) > 0

@@ -24,6 +24,7 @@ from objectspace.tables import (
     CheckpointKind,
     DictReader,
     StateWriter,
+    TableChanges,
     WriteStats,
 )
 
@@ -392,20 +393,38 @@ class Instance:
                 f"{self.base}, so the next checkpoint must be greater"
             )
         op = self.operator
+        backend = op.job.backend
+        local = self.local
         parts: list[PendingPart] = []
+        # With a local store: each key group's edits (what the local store applies), and
+        # the full writes, stored one key group at a time as they are made.
+        diffs: dict[int, dict[str, TableChanges]] = {}
+        written: list[WriteInfo] = []
         with gc_paused():  # see gc_paused: the save allocates per dirty object
             for key_group, space in self._spaces.items():
                 if not space.is_dirty:
                     continue  # an unchanged key group needs no new version, nor compaction
                 chain = self._chains[key_group]
                 full = op.compaction.needs_full(chain) or op.compaction.full_instead(chain, space)
+                head = self._heads.get(key_group)
+                parent = 0 if head is None else head[0]
+                if local is not None:
+                    writer = _Collector(CheckpointKind.DIFFERENTIAL)
+                    space.save(writer)
+                    diffs[key_group] = writer.changes
+                    if full:  # the kept rows with the edits on top, never the objects
+                        whole = local.full_changes(key_group, writer.changes)
+                        part = PendingPart(key_group, True, whole, parent)
+                        written += backend.write_pending(
+                            op.job.name, op.name, checkpoint_id, self.attempt, [part]
+                        )
+                        del whole, part
+                        continue
+                    parts.append(PendingPart(key_group, False, writer.changes, parent))
+                    continue
                 writer = _Collector(CheckpointKind.FULL if full else CheckpointKind.DIFFERENTIAL)
                 space.save(writer)
-                head = self._heads.get(key_group)
-                parts.append(
-                    PendingPart(key_group, full, writer.changes, 0 if head is None else head[0])
-                )
-            backend = op.job.backend
+                parts.append(PendingPart(key_group, full, writer.changes, parent))
             staged: tuple[StagedWrite, ...] = ()
             if stage_bytes > 0 and backend.supports_staging:
                 encoded = backend.stage_pending(
@@ -423,12 +442,15 @@ class Instance:
                     writes = backend.write_staged(
                         op.job.name, op.name, checkpoint_id, self.attempt, encoded
                     )
-            else:
+            elif parts or not written:
                 writes = backend.write_pending(
                     op.job.name, op.name, checkpoint_id, self.attempt, parts
                 )
-            if self.local is not None:
-                self._keep_pending(checkpoint_id, writes, parts)
+            else:
+                writes = []
+            writes = written + writes
+            if local is not None:
+                self._keep_pending(checkpoint_id, writes, diffs)
             parts.clear()  # freed now: the collection after the pause does not scan them
         self._saved = PendingSave(checkpoint_id, writes)
         stats = SaveStats(
@@ -453,14 +475,16 @@ class Instance:
         )
 
     def _keep_pending(
-        self, checkpoint_id: int, writes: list[WriteInfo], parts: list[PendingPart]
+        self,
+        checkpoint_id: int,
+        writes: list[WriteInfo],
+        diffs: dict[int, dict[str, TableChanges]],
     ) -> None:
         """Record the save's edits in the local store, for whichever process finds the save
         committed first (this one in :meth:`on_saved`, or another that loads the key
         group)."""
         local = self.local
         assert local is not None
-        edits = {p.key_group: p.changes for p in parts}
         for w in writes:
             head = self._heads.get(w.key_group)
             pending = Pending(
@@ -473,7 +497,7 @@ class Instance:
                 w.bytes,
                 w.rows,
             )
-            local.set_pending(w.key_group, pending, edits[w.key_group])
+            local.set_pending(w.key_group, pending, diffs[w.key_group])
 
     def on_saved(self, staged_ids: Mapping[int, int] | None = None) -> None:
         """Acknowledge the last save after its checkpoint was committed.

@@ -280,9 +280,10 @@ class LocalStore:
     def set_pending(
         self, key_group: int, pending: Pending, edits: Mapping[str, TableChanges]
     ) -> None:
-        """Record a save of ``key_group`` and its ``edits`` (``pending.full``: its whole
-        state) until :meth:`apply_pending` or :meth:`drop_pending`; the edits go to the file
-        row by row, never as one object."""
+        """Record a save of ``key_group`` and its ``edits`` (what changed since the rows
+        kept, also for a full write: ``pending.full`` is the write's, for its chain) until
+        :meth:`apply_pending` or :meth:`drop_pending`; the edits go to the file row by row,
+        never as one object."""
         g = key_group
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -330,12 +331,10 @@ class LocalStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            found = db.execute("SELECT full FROM pending WHERE g = ?", (g,)).fetchone()
+            found = db.execute("SELECT 1 FROM pending WHERE g = ?", (g,)).fetchone()
             if found is None:
                 db.execute("ROLLBACK")
                 return False
-            if found[0]:
-                db.execute("DELETE FROM rows WHERE g = ?", (g,))
             for low, high in db.execute(
                 "SELECT k, v FROM pending_rows WHERE g = ? AND op = 2", (g,)
             ).fetchall():
@@ -406,6 +405,31 @@ class LocalStore:
     def set_head(self, key_group: int, head: LocalHead) -> None:
         """Record ``head`` for ``key_group`` (its rows unchanged)."""
         self._set_head(key_group, head)
+
+    def full_changes(
+        self, key_group: int, edits: Mapping[str, TableChanges]
+    ) -> dict[str, TableChanges]:
+        """The whole state of ``key_group`` once ``edits`` apply to the rows kept, as the
+        changes of a full write (one key group's rows in memory, as bytes: no object of
+        it is decoded)."""
+        whole: dict[str, TableChanges] = {}
+        for _, table, key, kept in self.view(key_group).rows():
+            found = whole.get(table)
+            if found is None:
+                found = whole[table] = TableChanges()
+            found.rows[key] = kept
+        for table, changes in edits.items():
+            target = whole.get(table)
+            if target is None:
+                target = whole[table] = TableChanges()
+            elif changes.truncated:
+                target.rows.clear()
+            for key, edit in changes.rows.items():
+                if edit is DELETED:
+                    target.rows.pop(key, None)
+                else:
+                    target.rows[key] = edit
+        return {t: c for t, c in whole.items() if c.rows}
 
     def view(self, key_group: int, repair: Callable[[int], None] | None = None) -> GroupView:
         """The rows of ``key_group``, as an object space's backing; ``repair(key_group)``
@@ -510,7 +534,13 @@ class GroupView:
         return iter(self._listed(lambda: list(self.store.ids(self.key_group, prefix))))
 
     def rows(self) -> Iterator[tuple[str, str, bytes, bytes]]:
-        return iter(self._listed(lambda: list(self.store.rows(self.key_group))))
+        """Every row, streamed; a damaged row repairs the key group and the rows are read
+        again from the start (a caller that stores them by key overwrites what it had)."""
+        try:
+            yield from self.store.rows(self.key_group)
+        except CorruptStateError as exc:
+            self._again(exc)
+            yield from self.store.rows(self.key_group)
 
     def _listed(self, read: Callable[[], list[_T]]) -> list[_T]:
         try:
