@@ -47,7 +47,7 @@ in its own pandas DataFrame), so it runs with ``--tws-keys`` / ``--tws-dict-keys
 comparison at equal size.
 
     .venv/bin/python -m benchmarks.bench_residency [--keys N] [--dict-keys M]
-        [--load-batch B] [--batches 10] [--after-restart 5] [--storage DIR]
+        [--load-batch B] [--dict-load-batch B] [--batches 10] [--after-restart 5] [--storage DIR]
         [--tws-keys N] [--tws-dict-keys M] [--skip-tws] [--skip-dict] [--json PATH]
 
 A smoke run: ``--keys 200000 --dict-keys 50000 --batches 3 --after-restart 2``. The
@@ -96,7 +96,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # -- the state functions ------------------------------------------------------------------
 
 
-def value_fn(key: Any, rows: Iterator[dict[str, Any]], state: Any) -> Iterator[dict[str, Any]]:
+def value_fn(key: Any, rows: list[dict[str, Any]], state: Any) -> Iterator[dict[str, Any]]:
     """Case ``value``: one float per key; every row adds its ``x``; ``out`` rows emit."""
     v = state.value("v", 0.0)
     emit = False
@@ -107,7 +107,7 @@ def value_fn(key: Any, rows: Iterator[dict[str, Any]], state: Any) -> Iterator[d
         yield {"k": key, "v": v.value}
 
 
-def dict_fn(key: Any, rows: Iterator[dict[str, Any]], state: Any) -> Iterator[dict[str, Any]]:
+def dict_fn(key: Any, rows: list[dict[str, Any]], state: Any) -> Iterator[dict[str, Any]]:
     """Case ``dict``: 10 int entries per key, set to 0 by a load row (``out`` 0); an update
     row adds 1 to entry ``slot`` and the key's sum of entries is emitted."""
     d = state.dict("d")
@@ -481,6 +481,8 @@ class RunnerRun:
     worker_limit: str = ""
     storage_bytes: int = 0
     local_bytes: int = 0
+    failed_wall: float = 0.0
+    failed_worker_rss: int = 0
     error: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -492,6 +494,11 @@ def folder_bytes(root: str) -> int:
             with contextlib.suppress(OSError):
                 total += os.path.getsize(os.path.join(folder, name))
     return total
+
+
+def load_batch(args: argparse.Namespace, case: str) -> int:
+    """Keys per load batch of ``case``."""
+    return int(args.dict_load_batch or args.load_batch) if case == "dict" else int(args.load_batch)
 
 
 def make_runner(case: str, url: str, local_dir: str) -> Any:
@@ -535,9 +542,17 @@ def run_runner(
         nonlocal cid
         monitor.open_window(hwm=True)
         t0 = time.perf_counter()
-        out = runner.process(df, cid)
+        try:
+            out = runner.process(df, cid)
+        except Exception:
+            w = monitor.close_window()
+            run.failed_wall = time.perf_counter() - t0
+            run.failed_worker_rss = max(w["worker_rss"], w["worker_hwm"])
+            raise
         wall = time.perf_counter() - t0
         w = monitor.close_window()
+        run.budget = runner.memory_budget
+        run.worker_limit = run.worker_limit or monitor.worker_limit
         b = runner.last_batch
         pids[phase] |= set(w["worker_pids"])
         check = ""
@@ -584,12 +599,11 @@ def run_runner(
     phase = "load"
     try:
         t0 = time.perf_counter()
-        for start in range(0, n, args.load_batch):
-            end = min(n, start + args.load_batch)
+        step = load_batch(args, case)
+        for start in range(0, n, step):
+            end = min(n, start + step)
             one("load", load_df(spark, start, end), end - start, None)
         run.load_seconds = time.perf_counter() - t0
-        run.budget = runner.memory_budget
-        run.worker_limit = monitor.worker_limit
         phase = "1%"
         for b in range(args.batches):
             want = expected.batch(b)
@@ -695,8 +709,9 @@ def run_tws(case: str, n: int, args: argparse.Namespace, root: str, monitor: Rss
     phase = "writing input"
     try:
         t0 = time.perf_counter()
-        for start in range(0, n, args.load_batch):
-            end = min(n, start + args.load_batch)
+        step = load_batch(args, case)
+        for start in range(0, n, step):
+            end = min(n, start + step)
             _write_file(load_df(spark, start, end), inputs, index, scratch)
             phases.append("load")
             index += 1
@@ -926,7 +941,7 @@ def summary_table(runners: list[RunnerRun], twss: list[TwsRun]) -> str:
                 f"{r.keys:,}",
                 f"{sum(load):.1f} s",
                 _stats(upd),
-                f"{r.restart_seconds:.1f} s",
+                f"{r.restart_seconds:.1f} s" if r.restart_seconds else "-",
                 f"{rst[0]:.2f} s" if rst else "-",
                 _stats(rst[1:]),
                 _mb(peak),
@@ -963,6 +978,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--keys", type=int, default=10_000_000, help="keys of the value case")
     parser.add_argument("--dict-keys", type=int, default=1_000_000, help="keys of the dict case")
     parser.add_argument("--load-batch", type=int, default=500_000, help="keys per load batch")
+    parser.add_argument(
+        "--dict-load-batch",
+        type=int,
+        help="keys per load batch of the dict case (default: --load-batch)",
+    )
     parser.add_argument("--batches", type=int, default=10, help="1%% batches before the restart")
     parser.add_argument("--after-restart", type=int, default=5, help="1%% batches after it")
     parser.add_argument("--storage", help="folder of the sqlite:/// storage (kept)")
@@ -1038,18 +1058,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     for r in runners:
         print(
             f"\n### StatefulRunner, {r.case}, {r.keys:,} keys (load batches of "
-            f"{args.load_batch:,}; memory budget {fmt_bytes(r.budget or 0)} per worker as "
+            f"{load_batch(args, r.case):,}; memory budget {fmt_bytes(r.budget or 0)} per worker as "
             f"requested; workers' address-space limit {r.worker_limit or '?'})\n"
         )
         runner_table(r)
+        restart = f"{r.restart_seconds:.1f} s" if r.restart_seconds else "not reached"
         print(
-            f"\nrestart (spark.stop, new session, new runner): {r.restart_seconds:.1f} s; "
+            f"\nrestart (spark.stop, new session, new runner): {restart}; "
             f"storage at end {fmt_bytes(r.storage_bytes)}, local stores {fmt_bytes(r.local_bytes)}"
         )
         for note in r.notes:
             print(f"- {note}")
         if r.error:
-            print(f"- **FAILED** in the {_short(r.error)}")
+            print(
+                f"- **FAILED** after {r.failed_wall:.1f} s (worker peak RSS in that batch "
+                f"{_mb(r.failed_worker_rss)}) in the {_short(r.error)}"
+            )
     for t in twss:
         print(f"\n### transformWithStateInPandas (RocksDB, changelog), {t.case}, {t.keys:,} keys\n")
         tws_table(t)
