@@ -548,6 +548,8 @@ def run_runner(
             w = monitor.close_window()
             run.failed_wall = time.perf_counter() - t0
             run.failed_worker_rss = max(w["worker_rss"], w["worker_hwm"])
+            run.budget = runner.memory_budget
+            run.worker_limit = run.worker_limit or monitor.worker_limit
             raise
         wall = time.perf_counter() - t0
         w = monitor.close_window()
