@@ -24,32 +24,17 @@ from objectspace.spark import cache as spark_cache
 from objectspace.spark.runner import default_budget
 from tests.spark.test_spark_snapshots import (
     BATCHES,
-    MAX_KG,
-    SCHEMA,
-    P,
-    buffer5,
     expected,
     run_batch,
 )
+from tests.spark.test_spark_snapshots import make_runner as snapshot_runner
 from tests.support.spark import dump_state, ship
 
 ship(__name__)
 
 
 def make_runner(url: str, local_dir: str, budget: Any = 1) -> StatefulRunner:
-    return StatefulRunner(
-        buffer5,
-        key="k",
-        order_by="ts",
-        output_schema=SCHEMA,
-        storage=url,
-        job="resident",
-        operator="buffer5",
-        max_key_groups=MAX_KG,
-        parallelism=P,
-        memory_budget=budget,
-        local_dir=local_dir,
-    )
+    return snapshot_runner(url, "resident", memory_budget=budget, local_dir=local_dir)
 
 
 @pytest.mark.parametrize("budget", [1, "64 MiB"])

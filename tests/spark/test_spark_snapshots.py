@@ -87,17 +87,18 @@ def snapshot_root(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     return os.path.join(root, "objectspace-instances")
 
 
-def make_runner(url: str) -> StatefulRunner:
+def make_runner(url: str, job: str = "snap", **options: Any) -> StatefulRunner:
     return StatefulRunner(
         buffer5,
         key="k",
         order_by="ts",
         output_schema=SCHEMA,
         storage=url,
-        job="snap",
+        job=job,
         operator="buffer5",
         max_key_groups=MAX_KG,
         parallelism=P,
+        **options,
     )
 
 
