@@ -411,7 +411,15 @@ class LocalStore:
     ) -> dict[str, TableChanges]:
         """The whole state of ``key_group`` once ``edits`` apply to the rows kept, as the
         changes of a full write (one key group's rows in memory, as bytes: no object of
-        it is decoded)."""
+        it is decoded). A key group with no rows kept (its first write) is its edits as
+        they are, when they delete nothing: no second copy."""
+        if self._db.execute(
+            "SELECT 1 FROM rows WHERE g = ? LIMIT 1", (key_group,)
+        ).fetchone() is None and all(
+            not c.truncated and all(v is not DELETED for v in c.rows.values())
+            for c in edits.values()
+        ):
+            return dict(edits)
         whole: dict[str, TableChanges] = {}
         for _, table, key, kept in self.view(key_group).rows():
             found = whole.get(table)
