@@ -32,7 +32,7 @@ import sqlite3
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from objectspace.errors import CorruptStateError
 from objectspace.space import INDEX_TABLE
@@ -46,15 +46,14 @@ _TAG_SUFFIX = {v[0]: k for k, v in _SUFFIX_TAG.items()}
 _KIND_TAG = b"K"
 _END = b"\x00\x00"
 _CRC = struct.Struct(">I")
-_SCHEMA = 2
-_T = TypeVar("_T")
+_SCHEMA = 3
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS rows (g INTEGER, k BLOB, v BLOB, PRIMARY KEY (g, k)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS groups (g INTEGER PRIMARY KEY, write_id INTEGER, "
     "version INTEGER, digest INTEGER, full_bytes INTEGER, diff_bytes INTEGER, "
-    "length INTEGER, objects INTEGER)",
+    "length INTEGER)",
     "CREATE TABLE IF NOT EXISTS pending (g INTEGER PRIMARY KEY, checkpoint_id INTEGER, "
     "write_id INTEGER, version INTEGER, digest INTEGER, parent INTEGER, full INTEGER, "
     "bytes INTEGER, rows INTEGER)",
@@ -180,7 +179,6 @@ class LocalStore:
         self._lock_fd = lock_fd
         self.locked = lock_fd is not None
         self._db = self._connect(path, identity)
-        self.rows_written = 0
 
     @classmethod
     def open(cls, path: str, identity: bytes) -> LocalStore | None:
@@ -398,13 +396,9 @@ class LocalStore:
 
     def _set_head(self, key_group: int, head: LocalHead) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?)",
             (key_group, *head),
         )
-
-    def set_head(self, key_group: int, head: LocalHead) -> None:
-        """Record ``head`` for ``key_group`` (its rows unchanged)."""
-        self._set_head(key_group, head)
 
     def full_changes(
         self, key_group: int, edits: Mapping[str, TableChanges]
@@ -503,14 +497,6 @@ class LocalStore:
             else:
                 yield object_id, f"{_ITEM}{object_id}/{_TAG_SUFFIX[tag]}", k[cut + 3 :], v
 
-    def size(self) -> int:
-        """Bytes of the file (its write-ahead log included)."""
-        total = 0
-        for suffix in ("", "-wal"):
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(self.path + suffix)
-        return total
-
 
 class GroupView:
     """One key group of a :class:`LocalStore`, as an object space's backing
@@ -539,7 +525,12 @@ class GroupView:
         return self.store.fetch(self.key_group, object_id)
 
     def ids(self, prefix: str = "") -> Iterator[str]:
-        return iter(self._listed(lambda: list(self.store.ids(self.key_group, prefix))))
+        try:
+            found = list(self.store.ids(self.key_group, prefix))
+        except CorruptStateError as exc:
+            self._again(exc)
+            found = list(self.store.ids(self.key_group, prefix))
+        return iter(found)
 
     def rows(self) -> Iterator[tuple[str, str, bytes, bytes]]:
         """Every row, streamed; a damaged row repairs the key group and the rows are read
@@ -549,10 +540,3 @@ class GroupView:
         except CorruptStateError as exc:
             self._again(exc)
             yield from self.store.rows(self.key_group)
-
-    def _listed(self, read: Callable[[], list[_T]]) -> list[_T]:
-        try:
-            return read()
-        except CorruptStateError as exc:
-            self._again(exc)
-        return read()
