@@ -212,28 +212,7 @@ class Instance:
                     rebuild.append(key_group)
                 ready[key_group] = applied
         for run in _runs(rebuild):
-            stored = job.backend.load(job.name, op.name, run, base) if base is not None else {}
-            for key_group in run:
-                writes, tables = stored.get(key_group, ([], {}))
-                self.rows_read += sum(w.rows for w in writes)
-                self.bytes_read += sum(w.bytes for w in writes)
-                if not writes:
-                    local.forget([key_group])
-                    ready[key_group] = None
-                    continue
-                chain = _Chain.of(writes)
-                head = committed.get(key_group)
-                last = writes[-1]
-                digest = head[2] if head is not None and head[0] == last.write_id else None
-                ready[key_group] = LocalHead(
-                    last.write_id,
-                    last.version,
-                    digest,
-                    chain.full_bytes,
-                    chain.diff_bytes,
-                    chain.length,
-                )
-                local.replace(key_group, tables, ready[key_group])  # type: ignore[arg-type]
+            ready.update(self._rebuild(run, committed))
         if base is not None and base not in job.checkpoints():
             raise CheckpointError(
                 f"checkpoint {base} of job {job.name!r} was dropped by retention before "
@@ -255,35 +234,36 @@ class Instance:
         """Rebuild ``key_group`` in the local store from storage (a read found a damaged
         row): its committed state as of :attr:`base`, which is what the local store holds
         for it until the instance's next save is acknowledged."""
+        self._rebuild(range(key_group, key_group + 1), {})
+
+    def _rebuild(
+        self, key_groups: range, committed: Mapping[int, tuple[int, int, int | None, int | None]]
+    ) -> dict[int, LocalHead | None]:
+        """Write ``key_groups`` as storage holds them as of :attr:`base` into the local
+        store (one read); their local heads (``None``: no state), with the digest of
+        ``committed`` where it names the same write."""
         local = self.local
         assert local is not None
         op = self.operator
         job = op.job
-        stored = (
-            {}
-            if self.base is None
-            else job.backend.load(job.name, op.name, range(key_group, key_group + 1), self.base)
-        )
-        writes, tables = stored.get(key_group, ([], {}))
-        self.rows_read += sum(w.rows for w in writes)
-        self.bytes_read += sum(w.bytes for w in writes)
-        if not writes:
-            local.forget([key_group])
-            return
-        chain = _Chain.of(writes)
-        last = writes[-1]
-        local.replace(
-            key_group,
-            tables,
-            LocalHead(
-                last.write_id,
-                last.version,
-                None,
-                chain.full_bytes,
-                chain.diff_bytes,
-                chain.length,
-            ),
-        )
+        base = self.base
+        stored = {} if base is None else job.backend.load(job.name, op.name, key_groups, base)
+        heads: dict[int, LocalHead | None] = {}
+        for key_group in key_groups:
+            writes, tables = stored.get(key_group, ([], {}))
+            self.rows_read += sum(w.rows for w in writes)
+            self.bytes_read += sum(w.bytes for w in writes)
+            if not writes:
+                local.forget([key_group])
+                heads[key_group] = None
+                continue
+            last = writes[-1]
+            head = committed.get(key_group)
+            digest = head[2] if head is not None and head[0] == last.write_id else None
+            mine = _local_head(last.write_id, last.version, digest, _Chain.of(writes))
+            local.replace(key_group, tables, mine)
+            heads[key_group] = mine
+        return heads
 
     def _apply_pending(
         self,
@@ -311,7 +291,7 @@ class Instance:
         chain = chain.after(
             WriteInfo(head[0], key_group, head[1], pending.full, pending.bytes, pending.rows)
         )
-        new = LocalHead(head[0], head[1], head[2], chain.full_bytes, chain.diff_bytes, chain.length)
+        new = _local_head(head[0], head[1], head[2], chain)
         local.apply_pending(key_group, new)
         return new
 
@@ -526,14 +506,7 @@ class Instance:
             if write is not None:
                 chain = self._chains[key_group].after(write)
                 if local is not None:
-                    head = LocalHead(
-                        write.write_id,
-                        write.version,
-                        write.digest,
-                        chain.full_bytes,
-                        chain.diff_bytes,
-                        chain.length,
-                    )
+                    head = _local_head(write.write_id, write.version, write.digest, chain)
                     if not local.apply_pending(key_group, head) and not _same_write(
                         local.heads([key_group]).get(key_group, _NO_HEAD), (*head[:3], None)
                     ):
@@ -656,6 +629,10 @@ def _runs(key_groups: Sequence[int]) -> Iterator[range]:
 
 
 _NO_HEAD = LocalHead(0, -1, None, None, 0, 0)
+
+
+def _local_head(write_id: int, version: int, digest: int | None, chain: _Chain) -> LocalHead:
+    return LocalHead(write_id, version, digest, chain.full_bytes, chain.diff_bytes, chain.length)
 
 
 def _same_write(mine: LocalHead, head: tuple[int, int, int | None, int | None]) -> bool:
