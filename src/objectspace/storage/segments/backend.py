@@ -53,7 +53,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
@@ -75,6 +75,7 @@ from objectspace.storage.segments.files import (
 )
 from objectspace.storage.segments.format import segment_file
 from objectspace.storage.segments.gc import GCStats, collect
+from objectspace.storage.segments.reads import ReadPolicy, fetch_reads, plan_reads
 from objectspace.storage.sql.catalog import SegmentCatalog, SegmentPlacement, stage_parts
 from objectspace.storage.urls import redact_text, redact_url
 from objectspace.tables import TableChanges
@@ -86,7 +87,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "segment storage needs fsspec and zstandard: pip install 'objectspace[segments]'"
     ) from exc
 
-__all__ = ["GCStats", "SegmentBackend"]
+__all__ = ["GCStats", "ReadPolicy", "SegmentBackend"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,11 @@ class SegmentBackend(CatalogDelegate):
     :data:`LEVEL` for differential blocks, :data:`FULL_LEVEL` for full ones) and ``fsync``
     (``1``, the default, or ``0``: whether a segment file on a local filesystem is synced
     to the disk before the catalog records it; see the module docstring) is one.
+
+    ``reads`` says how a restore reads blocks (:class:`ReadPolicy`: neighbouring blocks of
+    a file coalesced into one ranged read, reads fetched in parallel; see
+    :mod:`objectspace.storage.segments.reads`). :attr:`reads_issued` and
+    :attr:`bytes_fetched` count the reads of segment files and the bytes they asked for.
     """
 
     def __init__(
@@ -118,6 +124,7 @@ class SegmentBackend(CatalogDelegate):
         storage_options: Mapping[str, Any] | None = None,
         level: int | None = None,
         fsync: bool = True,
+        reads: ReadPolicy | None = None,
     ) -> None:
         self.root = root.rstrip("/")
         self.catalog = catalog
@@ -140,6 +147,9 @@ class SegmentBackend(CatalogDelegate):
         self._paths_ready = False
         self.bytes_written = 0
         self.files_written = 0
+        self.reads = ReadPolicy() if reads is None else reads
+        self.reads_issued = 0
+        self.bytes_fetched = 0
 
     @classmethod
     def from_url(cls, url: str, open_catalog: Any) -> SegmentBackend:
@@ -178,6 +188,7 @@ class SegmentBackend(CatalogDelegate):
             "storage_options": self.storage_options,
             "level": self._level_option,
             "fsync": self.fsync,
+            "reads": self.reads,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -187,6 +198,7 @@ class SegmentBackend(CatalogDelegate):
             storage_options=state["storage_options"],
             level=state["level"],
             fsync=state.get("fsync", True),
+            reads=state.get("reads"),
         )
 
     def __repr__(self) -> str:
@@ -486,13 +498,41 @@ class SegmentBackend(CatalogDelegate):
         # The catalog snapshot fixes which files to read; a file that lost its last
         # reference since is deleted only after the GC's grace period.
         self._ready()
+        return self._load(job, operator, key_groups, None, as_of)
+
+    def load_groups(
+        self, job: str, operator: str, key_groups: Iterable[int], as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        """:meth:`load` of any key groups, not only a range: the key groups between them
+        are not read, and the blocks of all of them are fetched together, so a restore of
+        scattered key groups costs about one read per segment file their chains span (where
+        a :meth:`load` per run of consecutive key groups costs one per file and run)."""
+        wanted = sorted(set(key_groups))
+        if not wanted:
+            return {}
+        self._ready()
+        return self._load(job, operator, range(wanted[0], wanted[-1] + 1), set(wanted), as_of)
+
+    def _load(
+        self, job: str, operator: str, covering: range, wanted: set[int] | None, as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        """The chains and tables of the key groups of ``covering`` (only those in
+        ``wanted``, unless ``None``): one catalog snapshot, one coalesced fetch of every
+        block in segment files, each key group's chain verified and replayed."""
         where = f"job {job!r} operator {operator!r} "
+        loaded = self.catalog.load_blocks(job, operator, covering, as_of)
+        chains = {
+            key_group: ([self._located(w) for w in writes], blocks)
+            for key_group, (writes, blocks) in loaded.items()
+            if wanted is None or key_group in wanted
+        }
+        fetched = self._fetch_all(
+            [w for writes, _ in chains.values() for w in writes if w.segment is not None]
+        )
+        fetched.reverse()  # popped in order below, so each block's bytes go once replayed
         out = {}
-        for key_group, (writes, blocks) in self.catalog.load_blocks(
-            job, operator, key_groups, as_of
-        ).items():
-            located = [self._located(w) for w in writes]
-            out[key_group] = (located, self._replay(located, blocks, where))
+        for key_group, (writes, blocks) in chains.items():
+            out[key_group] = (writes, self._replay(writes, blocks, fetched, where))
         return out
 
     def read(
@@ -507,50 +547,62 @@ class SegmentBackend(CatalogDelegate):
             next(in_catalog) if w.segment is None else Block(w, None, None, w.rows, "")
             for w in writes
         ]
-        return self._replay(writes, blocks, where)
+        fetched = self._fetch_all([w for w in writes if w.segment is not None])
+        fetched.reverse()
+        return self._replay(writes, blocks, fetched, where)
 
     def _replay(
-        self, writes: Sequence[WriteInfo], blocks: Sequence[Block], where: str
+        self,
+        writes: Sequence[WriteInfo],
+        blocks: Sequence[Block],
+        fetched: list[bytes],
+        where: str,
     ) -> dict[str, dict[bytes, bytes]]:
-        """Fetch the blocks that live in segment files, then replay the chain (verified)."""
-        fetched = [
+        """Replay a key group's chain (verified), the bytes of its blocks in segment files
+        popped from the end of ``fetched``."""
+        chain = [
             block
             if info.segment is None
             else dataclasses.replace(
-                block, write=info, data=self._fetch(info), where=f"segment {info.segment!r}"
+                block, write=info, data=fetched.pop(), where=f"segment {info.segment!r}"
             )
             for info, block in zip(writes, blocks, strict=True)
         ]
-        return replay(fetched, where, self.catalog.table_names, self.catalog.dictionary)
+        return replay(chain, where, self.catalog.table_names, self.catalog.dictionary)
 
-    def _fetch(self, info: WriteInfo) -> bytes:
-        """The bytes of a block in a segment file (a filesystem path, see :meth:`_located`)."""
-        assert info.segment is not None
-        inside = info.segment.startswith(self._base + "/")
-        if not inside or not plain(info.segment[len(self._base) + 1 :].split("/")):
-            raise CorruptStateError(
-                f"segment {info.segment!r} is not inside the storage root {self.root}"
-            )
-        try:
-            data: bytes = self.fs.cat_file(
-                info.segment, start=info.offset, end=info.offset + info.length
-            )
-        except FileNotFoundError as exc:
-            raise CorruptStateError(
-                f"segment {info.segment!r} is missing (key group {info.key_group}, "
-                f"version {info.version})"
-            ) from exc
-        except OSError as exc:  # e.g. S3 refusing a range past a truncated file's end
-            raise CorruptStateError(
-                f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
-                f"{info.offset + info.length} (truncated?): {exc}"
-            ) from exc
-        if len(data) != info.length:
-            raise CorruptStateError(
-                f"segment {info.segment!r} is truncated: {len(data)} of {info.length} bytes at "
-                f"{info.offset} (key group {info.key_group}, version {info.version})"
-            )
-        return data
+    def _fetch_all(self, infos: Sequence[WriteInfo]) -> list[bytes]:
+        """The bytes of blocks in segment files (filesystem paths, see :meth:`_located`), in
+        order: coalesced into few ranged reads, fetched in parallel (:attr:`reads`).
+        :class:`CorruptStateError` for the first block (in order) that is outside the root,
+        missing, unreadable or cut short."""
+        for info in infos:
+            assert info.segment is not None
+            inside = info.segment.startswith(self._base + "/")
+            if not inside or not plain(info.segment[len(self._base) + 1 :].split("/")):
+                raise CorruptStateError(
+                    f"segment {info.segment!r} is not inside the storage root {self.root}"
+                )
+        wanted = [(str(i.segment), i.offset, i.length) for i in infos]
+        reads = plan_reads(wanted, self.reads)
+        results = fetch_reads(self.fs, reads, self.reads.workers)
+        self.reads_issued += len(reads)
+        self.bytes_fetched += sum(r.size for r in reads)
+        out: list[bytes | None] = [None] * len(infos)
+        errors: dict[int, Exception] = {}
+        for read, result in zip(reads, results, strict=True):
+            for i in read.blocks:
+                if isinstance(result, Exception):
+                    errors[i] = result
+                    continue
+                low = infos[i].offset - read.start
+                out[i] = result[low : low + infos[i].length]
+        for i, data in enumerate(out):
+            error = errors.get(i)
+            if error is not None and not isinstance(error, OSError):
+                raise error
+            if error is not None or data is None or len(data) != infos[i].length:
+                raise _unreadable(infos[i], data, error) from error
+        return out  # type: ignore[return-value]
 
     def gc(
         self, grace_seconds: float = 600.0, *, dry_run: bool = False, now: float | None = None
@@ -574,6 +626,25 @@ class SegmentBackend(CatalogDelegate):
             stats.referenced,
         )
         return stats
+
+
+def _unreadable(info: WriteInfo, data: bytes | None, error: OSError | None) -> CorruptStateError:
+    """The error for a block of a segment file that could not be read whole, naming the
+    file, key group and version: the read failed (``error``), or it returned fewer bytes
+    than the block has (a truncated file)."""
+    what = f"(key group {info.key_group}, version {info.version})"
+    if isinstance(error, FileNotFoundError):
+        return CorruptStateError(f"segment {info.segment!r} is missing {what}")
+    if error is not None:  # e.g. S3 refusing a range past a truncated file's end
+        return CorruptStateError(
+            f"segment {info.segment!r} cannot be read at bytes {info.offset}.."
+            f"{info.offset + info.length} (truncated?) {what}: {error}"
+        )
+    got = 0 if data is None else len(data)
+    return CorruptStateError(
+        f"segment {info.segment!r} is truncated: {got} of {info.length} bytes at "
+        f"{info.offset} {what}"
+    )
 
 
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
