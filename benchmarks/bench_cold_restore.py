@@ -63,6 +63,9 @@ FLOATS_PER_DIFF = 2_000
 DICTS_PER_DIFF = 400
 BATCH_SHARE = 0.01
 RUNS = 5
+CLUSTER_KEYS = 20_000
+CLUSTER_ROWS = 2_000
+CLUSTER_BATCHES = 15
 JOB, OPERATOR = "cold", "state"
 BEGIN, END = "<!-- cold-restore -->", "<!-- /cold-restore -->"
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,6 +261,191 @@ def run_process(src: str, url: str, workload: str, batch: Sequence[str]) -> dict
     return result
 
 
+# -- on local-cluster[2,1,1024]: how often is an instance restored cold? ----------------------
+
+CLUSTER_SCRIPT = r"""
+import json, os, random, sys, time
+
+cfg = json.load(open(sys.argv[1]))
+
+import pyspark
+
+os.environ["SPARK_HOME"] = os.path.dirname(pyspark.__file__)
+os.environ["PYSPARK_PYTHON"] = sys.executable
+
+from objectspace import operators as ops
+from objectspace.spark import StatefulRunner, local_session
+
+spark = local_session("local-cluster[2,1,1024]", app_name="objectspace-cold-restore")
+jsc = spark.sparkContext._jsc.sc()
+deadline = time.time() + 120
+while time.time() < deadline and len([i for i in jsc.getExecutorIds().mkString(",").split(",") if i]) < 2:
+    time.sleep(0.5)
+report = {"runs": {}}
+for name, options in cfg["runs"].items():
+    runner = StatefulRunner(
+        ops.aggregate("sum"),
+        key="k",
+        order_by="ts",
+        output_schema="k long, sum double",
+        storage=cfg["urls"][name],
+        job="cold",
+        operator="sum",
+        max_key_groups=cfg["max_key_groups"],
+        parallelism=cfg["parallelism"],
+        **options,
+    )
+    rng = random.Random(7)
+    batches = []
+    for batch in range(cfg["batches"]):
+        keys = range(cfg["keys"]) if batch == 0 else rng.sample(range(cfg["keys"]), cfg["rows"])
+        rows = [(k, batch * 1_000_000 + n, rng.random()) for n, k in enumerate(keys)]
+        df = spark.createDataFrame(rows, "k long, ts long, v double")
+        started = time.time()
+        runner.process(df, batch).count()
+        stats = runner.last_batch
+        batches.append({
+            "batch": batch,
+            "seconds": time.time() - started,
+            "tasks": [
+                {"index": t.index, "cached": t.cached, "snapshot": t.snapshot,
+                 "seconds_restore": t.seconds_restore, "bytes_read": t.bytes_read,
+                 "rows_read": t.rows_read}
+                for t in sorted(stats.tasks, key=lambda t: t.index)
+            ],
+        })
+    report["runs"][name] = batches
+    runner.close()
+with open(cfg["report"], "w") as f:
+    json.dump(report, f)
+spark.stop()
+"""
+
+CLUSTER_RUNS = {
+    "cache and snapshots (default)": {},
+    "memory_budget='64 MiB' (local store)": {"memory_budget": "64 MiB"},
+}
+
+
+def run_cluster(folder: str, endpoint: str, keys: int, rows: int, batches: int) -> dict[str, Any]:
+    """Run the cluster script in a subprocess: one query per run of :data:`CLUSTER_RUNS`,
+    state on S3 (moto) with a SQLite catalog; return its report."""
+    import pyspark
+    import s3fs
+
+    fs = s3fs.S3FileSystem(
+        key="testing", secret="testing", client_kwargs={"endpoint_url": endpoint}
+    )
+    urls = {}
+    for n, name in enumerate(CLUSTER_RUNS):
+        fs.mkdir(f"cluster-{n}")
+        query = {
+            "catalog": f"sqlite:///{folder}/cluster-{n}.db",
+            "endpoint_url": endpoint,
+            "key": "testing",
+            "secret": "testing",
+        }
+        urls[name] = f"s3://cluster-{n}/state?" + urllib.parse.urlencode(query)
+    config = {
+        "urls": urls,
+        "runs": CLUSTER_RUNS,
+        "keys": keys,
+        "rows": rows,
+        "batches": batches,
+        "max_key_groups": MAX_KEY_GROUPS,
+        "parallelism": PARALLELISM,
+        "report": f"{folder}/cluster.json",
+    }
+    Path(f"{folder}/cluster-config.json").write_text(json.dumps(config))
+    Path(f"{folder}/cluster.py").write_text(CLUSTER_SCRIPT)
+    env = dict(
+        os.environ,
+        SPARK_HOME=os.path.dirname(pyspark.__file__),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+    )
+    with open(f"{folder}/cluster.log", "w") as log:
+        done = subprocess.run(
+            [sys.executable, f"{folder}/cluster.py", f"{folder}/cluster-config.json"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=folder,
+            timeout=1200,
+            check=False,
+        )
+    if done.returncode:
+        tail = "\n".join(Path(f"{folder}/cluster.log").read_text().splitlines()[-30:])
+        raise RuntimeError(f"the local-cluster run failed:\n{tail}")
+    report: dict[str, Any] = json.loads(Path(f"{folder}/cluster.json").read_text())
+    return report
+
+
+def cluster_rows(report: dict[str, Any]) -> list[list[str]]:
+    """Per run: over the batches after the first (which creates every instance), how many
+    instance-batches were adopted from a worker's memory, from a snapshot, served by the
+    local store (read nothing from storage) or restored cold, and the restore seconds."""
+    rows = []
+    for name, batches in report["runs"].items():
+        later = [t for b in batches[1:] for t in b["tasks"]]
+        memory = sum(1 for t in later if t["cached"] and not t["snapshot"])
+        snapshot = sum(1 for t in later if t["snapshot"])
+        local = sum(
+            1 for t in later if not t["cached"] and t["bytes_read"] == 0 and "budget" in name
+        )
+        cold = len(later) - memory - snapshot - local
+        cold_seconds = [
+            t["seconds_restore"]
+            for t in later
+            if not t["cached"] and (t["bytes_read"] or "budget" not in name)
+        ]
+        warm_seconds = [
+            t["seconds_restore"]
+            for t in later
+            if t["cached"] or (t["bytes_read"] == 0 and "budget" in name)
+        ]
+        per_batch = " ".join("".join(_letter(t, name) for t in b["tasks"]) for b in batches[1:])
+        rows.append(
+            [
+                name,
+                str(len(later)),
+                str(memory),
+                str(snapshot),
+                str(local),
+                str(cold),
+                f"{median(cold_seconds):.3f}" if cold_seconds else "-",
+                f"{median(warm_seconds):.3f}" if warm_seconds else "-",
+                f"{median([b['seconds'] for b in batches[1:]]):.2f}",
+                per_batch,
+            ]
+        )
+    return rows
+
+
+def _letter(task: dict[str, Any], run: str) -> str:
+    if task["snapshot"]:
+        return "s"
+    if task["cached"]:
+        return "m"
+    if "budget" in run and task["bytes_read"] == 0:
+        return "l"
+    return "C"
+
+
+CLUSTER_HEADERS = [
+    "run",
+    "instance-batches after batch 0",
+    "from a worker's memory",
+    "from a snapshot",
+    "from the local store",
+    "restored cold",
+    "restore s, cold (median)",
+    "restore s, reused (median)",
+    "batch s (median)",
+    "per batch, instances 0-3 (m memory, s snapshot, l local store, C cold)",
+]
+
+
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -275,6 +463,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--quick", action="store_true", help="smaller state, not recorded")
     parser.add_argument("--no-record", action="store_true", help="leave BENCHMARKS.md alone")
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="skip the local-cluster[2,1,1024] part"
+    )
     args = parser.parse_args(argv)
     if args.worker:
         job = json.loads(sys.stdin.read())
@@ -304,6 +495,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                             results.setdefault(key, []).append(
                                 run_process(src, url, workload, batch)
                             )
+            cluster: dict[str, Any] | None = None
+            if not args.no_cluster:
+                t = time.perf_counter()
+                sizes = (CLUSTER_KEYS, CLUSTER_ROWS, CLUSTER_BATCHES)
+                cluster = run_cluster(
+                    folder, server.endpoint, *(sizes if not args.quick else (2_000, 200, 5))
+                )
+                print(f"local-cluster runs took {time.perf_counter() - t:.0f} s", flush=True)
     finally:
         server.stop()
 
@@ -351,6 +550,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     goal_rows = [r for r in rows if r[1] == "after" and r[2] != "file://"]
     met = all(float(r[-1][:-1]) <= 2.0 for r in goal_rows)
     print(f"goal (S3 <= 2x file://, after): {'met' if met else 'not met'}")
+    cluster_text = ""
+    if cluster is not None:
+        crows = cluster_rows(cluster)
+        print_table(CLUSTER_HEADERS, crows)
+        cluster_text = "\n".join(
+            [
+                "",
+                f"On `local-cluster[2,1,1024]` (a master, two workers of one core, one executor "
+                f"each; run in a subprocess): a query of `ops.aggregate('sum')`, "
+                f"{PARALLELISM} instances, {MAX_KEY_GROUPS} key groups, state on the S3 "
+                f"server with a SQLite catalog; batch 0 writes {CLUSTER_KEYS:,} keys, batches "
+                f"1 to {CLUSTER_BATCHES - 1} {CLUSTER_ROWS:,} rows of random keys each (so every "
+                "batch touches every key group). Per instance and batch, where the task got "
+                "its instance (`TaskStats.cached`, `snapshot`; with a memory budget, a "
+                "local store that read nothing from storage), and its restore seconds.\n",
+                markdown_table(CLUSTER_HEADERS, crows),
+                "",
+                "Both executors of a local cluster share one disk, so a local store written "
+                "by one executor's worker serves the other's too; on a cluster of machines "
+                "only the workers of one machine share it (and a snapshot, which lives in the "
+                "executor's own SparkFiles folder, serves only that executor's workers).",
+            ]
+        )
     if args.quick or args.no_record:
         return
     sample = results[("instance", "file://", "after")][0]
@@ -384,6 +606,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"Goal: a cold restore from S3 within 2x of the same restore from `file://` "
             f"(after): **{'met' if met else 'not met'}**. All restores gave the same state "
             "(one digest per workload).",
+            cluster_text,
             END,
         ]
     )
