@@ -282,6 +282,11 @@ deadline = time.time() + 120
 while time.time() < deadline and len([i for i in jsc.getExecutorIds().mkString(",").split(",") if i]) < 2:
     time.sleep(0.5)
 report = {"runs": {}}
+probe = spark.sparkContext.parallelize(range(8), 8).map(
+    lambda _: (os.environ.get("SPARK_LOCAL_DIRS", ""), os.getpid())
+).collect()
+report["local_dirs"] = sorted({d for d, _ in probe})
+report["python_workers"] = len({p for _, p in probe})
 for name, options in cfg["runs"].items():
     runner = StatefulRunner(
         ops.aggregate("sum"),
@@ -567,10 +572,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "local store that read nothing from storage), and its restore seconds.\n",
                 markdown_table(CLUSTER_HEADERS, crows),
                 "",
-                "Both executors of a local cluster share one disk, so a local store written "
-                "by one executor's worker serves the other's too; on a cluster of machines "
-                "only the workers of one machine share it (and a snapshot, which lives in the "
-                "executor's own SparkFiles folder, serves only that executor's workers).",
+                f"A probe job saw {len(cluster['local_dirs'])} distinct `SPARK_LOCAL_DIRS` "
+                f"and {cluster['python_workers']} Python worker processes: each executor "
+                "has local folders of its own (where local stores go) and a SparkFiles "
+                "folder of its own (where snapshots go), so, as on a cluster of machines, "
+                "what one executor keeps serves only its own workers, and an instance that "
+                "Spark hands to the other executor is restored cold.",
             ]
         )
     if args.quick or args.no_record:
