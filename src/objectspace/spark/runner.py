@@ -32,10 +32,18 @@ from objectspace.engine import (
     parse_bytes,
 )
 from objectspace.errors import CheckpointError
+from objectspace.inspection.stats import STATS_OPERATOR_SUFFIX, read_stats
 from objectspace.keygroups import check_max_key_groups
 from objectspace.spark.cache import _SNAPSHOT_KEY_BYTES
+from objectspace.spark.metrics import RecordingJob, batch_line, preview_stats
 from objectspace.spark.receipts import I64, MAX_RECEIPT_BYTES, unpack_receipt
 from objectspace.spark.routing import due_marker_rows, hashes_alike, quote, with_routing
+from objectspace.spark.session import (
+    application_id,
+    default_parallelism,
+    is_connect,
+    job_description,
+)
 from objectspace.spark.task import _InstanceTask
 from objectspace.storage.urls import redact_url
 
@@ -131,7 +139,23 @@ class StatefulRunner:
 
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
-    query), oldest first; ``last_batch`` is the latest.
+    query), oldest first; ``last_batch`` is the latest. Both live in the process that runs
+    the batches: the driver, or under Spark Connect the server's Python process that runs
+    the query's ``foreachBatch`` function (the client's runner is a copy that runs
+    nothing). Each committed batch's statistics are also committed with its checkpoint
+    (operator ``<operator>#stats`` of the job, the last ``history`` batches; 0: none), so
+    that :meth:`read_stats`, :func:`objectspace.read_stats`, ``objectspace stats`` and
+    :class:`~objectspace.spark.metrics.StateMetrics` read them from anywhere.
+
+    Every Spark job a batch starts is described as ``objectspace job=<job>
+    operator=<operator> checkpoint=<id> instances=<parallelism>`` (the Spark UI's job
+    description), and each batch logs one ``key=value`` line through the ``objectspace``
+    logger (``objectspace.spark.metrics.batch_line``).
+
+    Spark Connect (``SparkSession.builder.remote(...)``) runs every path:
+    :meth:`process` (without ``parallelism``, the default parallelism comes from the
+    session's configuration or a small Spark job, once per session) and
+    :meth:`foreach_batch`, whose function runs in the server's Python process.
     """
 
     def __init__(
@@ -180,11 +204,14 @@ class StatefulRunner:
                 "memory:// storage lives in one process, and Spark runs tasks in other "
                 "processes: use sqlite:///, postgresql:// or segment files"
             )
-        self.job = self.storage.job(job)
+        if history is not None and (type(history) is not int or history < 0):
+            raise ValueError(f"history is a number of batches >= 0 or None, not {history!r}")
+        self.job = RecordingJob(self.storage, job, keep=history)
         others = [
             o.name
             for o in self.job.operators()
-            if o.name not in (operator, operator + TIME_OPERATOR_SUFFIX)
+            if o.name
+            not in (operator, operator + TIME_OPERATOR_SUFFIX, operator + STATS_OPERATOR_SUFFIX)
         ]
         if others:
             raise ValueError(
@@ -224,8 +251,6 @@ class StatefulRunner:
         # object only, so a file planted in the snapshot folder is never unpickled.
         self._snapshot_key = secrets.token_bytes(_SNAPSHOT_KEY_BYTES)
         self.last_batch: BatchStats | None = None
-        if history is not None and (not isinstance(history, int) or history < 0):
-            raise ValueError(f"history is a number of batches >= 0 or None, not {history!r}")
         self.history: deque[BatchStats] = deque(maxlen=history)
         self.inline_output_bytes = _bytes_option(
             "inline_output_bytes", inline_output_bytes, _MAX_INLINE_BYTES
@@ -239,6 +264,8 @@ class StatefulRunner:
         self._rows_left = True
         # The empty output DataFrame, by SparkSession (see _local_output).
         self._empty_outputs: dict[int, tuple[Any, DataFrame]] = {}
+        # A Connect session's default parallelism: (session id, parallelism).
+        self._connect_parallelism: tuple[str, int] | None = None
 
     @property
     def fn(self) -> StatefulFunction:
@@ -315,7 +342,7 @@ class StatefulRunner:
         elif self.parallelism is not None:
             p = check_parallelism(self.parallelism, max_kg)
         else:
-            p = min(max(1, int(spark.sparkContext.defaultParallelism)), max_kg)
+            p = min(self._default_parallelism(spark), max_kg)
         check_input_columns(df.columns, self.key_columns, self.order_columns, self.operator.name)
         event_time = self.time_options.event_time
         if event_time is not None and event_time not in df.columns:
@@ -334,7 +361,7 @@ class StatefulRunner:
             output_columns=struct.names,
             use_cache=self.cache_instances,
             use_snapshots=self.snapshot_instances,
-            owner=f"{self._application(spark)}/{self._token}",
+            owner=f"{application_id(spark)}/{self._token}",
             snapshot_key=self._snapshot_key,
         )
         partitions = self._partitions(df)
@@ -391,7 +418,9 @@ class StatefulRunner:
         tasks_started = time.perf_counter()
         # Only the receipt rows (their other columns are null): one DataFrame call less
         # than selecting the column first, each being a JVM round trip and an analysis.
-        packed = [r[-1] for r in result.where(f"{quote(RECEIPT_COLUMN)} IS NOT NULL").collect()]
+        receipts = result.where(f"{quote(RECEIPT_COLUMN)} IS NOT NULL")
+        with job_description(spark, self._description(checkpoint_id, p)):
+            packed = [r[-1] for r in receipts.collect()]
         tasks_seconds = time.perf_counter() - tasks_started
         reports: list[tuple[Any, TaskStats]] = []
         inline: list[bytes] = []
@@ -403,16 +432,14 @@ class StatefulRunner:
                 rows_left = True
             elif output:
                 inline.append(output)
+        if not plan.replay:
+            preview = preview_stats(plan, reports, tasks_seconds)
+            self.job.record(self.operator.name, preview, plan.base)
         batch = self._driver.finish(plan, reports, seconds_tasks=tasks_seconds)
         self.last_batch = batch
         self.history.append(batch)
-        logger.info(
-            "checkpoint %s: %s keys, %s bytes written, %.2f s",
-            checkpoint_id,
-            batch.keys,
-            batch.bytes_written,
-            batch.seconds_total,
-        )
+        if logger.isEnabledFor(logging.INFO):
+            logger.info("%s", batch_line(self.job.name, self.operator.name, batch))
         local = self._local_output(spark, struct, arrow_schema, inline)
         self._rows_left = rows_left
         if not rows_left:
@@ -470,16 +497,36 @@ class StatefulRunner:
             self._empty_outputs = {id(spark): (spark, local)}
         return local
 
-    @staticmethod
-    def _application(spark: Any) -> str:
-        try:
-            return str(spark.sparkContext.applicationId)
-        except Exception:  # no SparkContext here: the runner token still names the owner
-            return ""
+    def _description(self, checkpoint_id: int, parallelism: int) -> str:
+        """The description of the Spark jobs of a batch (the Spark UI shows it)."""
+        return (
+            f"objectspace job={self.job.name} operator={self.operator.name} "
+            f"checkpoint={checkpoint_id} instances={parallelism}"
+        )
+
+    def _default_parallelism(self, spark: Any) -> int:
+        """Spark's default parallelism; under Spark Connect asked once per session."""
+        if not is_connect(spark):
+            return default_parallelism(spark)
+        session = str(getattr(spark, "session_id", id(spark)))
+        known = self._connect_parallelism
+        if known is None or known[0] != session:
+            known = self._connect_parallelism = (session, default_parallelism(spark))
+        return known[1]
+
+    def read_stats(self, last: int | None = None) -> list[BatchStats]:
+        """The statistics of the batches this runner's job committed, as recorded with
+        their checkpoints (see :func:`objectspace.read_stats`): from any process, the
+        client of a Spark Connect session too, where :attr:`last_batch` and
+        :attr:`history` stay empty."""
+        return read_stats(self.storage, self.job.name, operator=self.operator.name, last=last)
 
     @staticmethod
     def _partitions(df: DataFrame) -> int:
-        """How many partitions ``df`` has (2 when that cannot be known: the shuffle)."""
+        """How many partitions ``df`` has (2 when that cannot be known: the shuffle,
+        always under Spark Connect, which plans on the server)."""
+        if is_connect(df.sparkSession):
+            return 2
         try:
             # The planned RDD's partitions, without wrapping it as a Python RDD (df.rdd).
             return int(df._jdf.queryExecution().toRdd().getNumPartitions())

@@ -12,7 +12,9 @@ The DataFrame has the columns of ``objectspace export`` (see :mod:`objectspace.i
 ``value`` string (nullable, JSON text). The driver only resolves the checkpoint (default:
 the last committed one, fixed when ``read_state`` is called) and the operator's metadata;
 executor tasks open the storage themselves (it pickles) and each restores its own slices
-of key groups, at most :data:`~objectspace.inspection.SLICE_KEY_GROUPS` at a time.
+of key groups, at most :data:`~objectspace.inspection.SLICE_KEY_GROUPS` at a time. The
+slices are the ids of a ``spark.range`` read with ``mapInArrow``, which a Spark Connect
+session runs as well as a classic one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from objectspace.inspection import (
     state_rows,
 )
 from objectspace.serialization import Serializer
+from objectspace.spark.session import default_parallelism
 from objectspace.storage.contract import OperatorInfo
 
 __all__ = ["read_state", "state_schema"]
@@ -50,8 +53,13 @@ def state_schema() -> Any:
     )
 
 
+# Rows per Arrow record batch a task yields.
+_BATCH_ROWS = 4096
+
+
 class _ReadSlices:
-    """The function of ``mapPartitions``: restores the slices it is given, yields rows."""
+    """The function of ``mapInArrow``: restores the slices whose ids it is given (the
+    ``id`` column of a ``spark.range``), yields their rows as Arrow record batches."""
 
     def __init__(
         self,
@@ -67,13 +75,47 @@ class _ReadSlices:
         self.checkpoint = checkpoint
         self.count = count
 
-    def __call__(self, indexes: Iterable[int]) -> Iterator[tuple[Any, ...]]:
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        indexes = [i for batch in batches for i in batch.column(0).to_pylist()]
+        if not indexes:
+            return
+        schema = _arrow_schema()
         storage = self.storage
         op = Operator(Job(storage, self.info.job), self.info, CompactionPolicy(), self.serializer)
         try:
-            yield from state_rows(op, self.checkpoint, list(indexes), self.count)
+            rows: list[tuple[Any, ...]] = []
+            for row in state_rows(op, self.checkpoint, indexes, self.count):
+                rows.append(row)
+                if len(rows) == _BATCH_ROWS:
+                    yield _record_batch(pa, schema, rows)
+                    rows = []
+            if rows:
+                yield _record_batch(pa, schema, rows)
         finally:
             storage.close()
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("key_group", pa.int32(), nullable=False),
+            pa.field("object_id", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+            pa.field("slot", pa.string()),
+            pa.field("value", pa.string()),
+        ]
+    )
+
+
+def _record_batch(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
+    columns = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+    )
 
 
 def read_state(
@@ -89,7 +131,8 @@ def read_state(
     """The state of ``operator`` of ``job`` as of ``checkpoint`` (default: the last) as a
     DataFrame with the columns of ``objectspace export``.
 
-    ``num_partitions`` (default: Spark's default parallelism) bounds the tasks;
+    ``num_partitions`` (default: Spark's default parallelism; under Spark Connect
+    ``spark.default.parallelism`` or the partitions of a ``spark.range``) bounds the tasks;
     ``serializer`` (a :class:`~objectspace.Serializer` or ``"msgpack"``, ``"json"``,
     ``"pickle"``) is the one the state was written with. The storage must exist (it is
     never created), and the job, operator and checkpoint too: otherwise
@@ -106,11 +149,10 @@ def read_state(
         storage.close()
     count = slices(info.max_key_groups)
     if num_partitions is None:
-        num_partitions = int(spark.sparkContext.defaultParallelism)
-    if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, not {num_partitions}")
+        num_partitions = default_parallelism(spark)
+    if type(num_partitions) is not int or num_partitions < 1:
+        raise ValueError(f"num_partitions must be an int >= 1, not {num_partitions!r}")
     parts = min(count, num_partitions)
-    rdd = spark.sparkContext.parallelize(range(count), parts).mapPartitions(
-        _ReadSlices(storage, info, codec, cp, count)
-    )
-    return spark.createDataFrame(rdd, state_schema())
+    read = _ReadSlices(storage, info, codec, cp, count)
+    # A plain lambda: PySpark inspects type hints of the function it is given.
+    return spark.range(0, count, 1, parts).mapInArrow(lambda it: read(it), state_schema())
