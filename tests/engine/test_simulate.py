@@ -118,6 +118,33 @@ def test_replayed_batch_same_outputs_nothing_committed_twice(reference: Any) -> 
     assert [s.rows_written for s in sim.stats] == [s.rows_written for s in plain.stats]
 
 
+def test_a_function_that_changes_its_rows_changes_neither_a_replay_nor_the_callers() -> None:
+    """Each attempt gets fresh rows: a value changed in place (a list, a dict) by the first
+    attempt is as given in the second, and the caller's rows stay as they were."""
+
+    def grow(key: Any, rows: list[Row], state: KeyState) -> list[Row]:
+        out = []
+        for row in rows:
+            row["tags"].append("seen")
+            row["meta"]["n"] += 1
+            row["v"] = -1.0
+            out.append({"tags": len(row["tags"]), "n": row["meta"]["n"]})
+        return out
+
+    batches = [
+        [{"k": k, "ts": t, "v": 1.0, "tags": ["a"], "meta": {"n": 0}} for k in range(5)]
+        for t in range(3)
+    ]
+    before = repr(batches)
+    sim = simulate(grow, batches, key="k", order_by="ts", replay=(0, 1, 2))
+    assert repr(batches) == before
+    for n in range(3):
+        assert sim.first_attempts[n] == sim.outputs[n]
+        assert sorted((r["k"], r["tags"], r["n"]) for r in sim.outputs[n]) == [
+            (k, 2, 1) for k in range(5)
+        ]
+
+
 def test_state_of_a_key_is_readable() -> None:
     def total(key: Any, rows: list[Row], state: KeyState) -> Any:
         t = state.value("total", 0.0)

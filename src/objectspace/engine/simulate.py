@@ -12,10 +12,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Receipt, Storage, open_storage
+from objectspace.engine.collector import fewer_collections
 from objectspace.engine.columns import (
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,
@@ -209,6 +211,27 @@ def _project(out: list[Row], columns: tuple[str, ...] | None) -> list[Row]:
     return [{c: row.get(c) for c in columns} for row in out]
 
 
+# Values a function cannot change in place: a batch's rows holding only these are copied
+# row by row, not deeply (most rows).
+_IMMUTABLE = frozenset(
+    {int, float, str, bytes, bool, type(None), datetime, date, timedelta, Decimal}
+)
+
+
+def _fresh(rows: list[Row]) -> list[Row]:
+    """The rows as an attempt gets them: new dicts, and a deep copy of any value a
+    function could change in place (a list, a dict, ...), so that neither another attempt
+    of the batch (a replay) nor the caller's rows see what an attempt did to its rows."""
+    out = []
+    for row in rows:
+        fresh = dict(row)
+        for column, value in row.items():
+            if type(value) not in _IMMUTABLE:
+                fresh[column] = copy.deepcopy(value)
+        out.append(fresh)
+    return out
+
+
 def _run_batch(
     driver: BatchDriver,
     rows: list[Row],
@@ -222,6 +245,19 @@ def _run_batch(
     """One attempt of one batch, as ``StatefulRunner.process`` runs it, its instances one
     after the other in this process; committed when ``commit`` (and not a replay of a
     committed checkpoint)."""
+    with fewer_collections():
+        return _attempt(driver, rows, checkpoint_id, parallelism, batch_time, residency, commit)
+
+
+def _attempt(
+    driver: BatchDriver,
+    rows: list[Row],
+    checkpoint_id: int,
+    parallelism: int,
+    batch_time: int | None,
+    residency: Residency | None,
+    commit: bool,
+) -> tuple[list[Row], BatchStats]:
     plan = driver.begin(
         checkpoint_id,
         parallelism,
@@ -229,7 +265,7 @@ def _run_batch(
         stage_bytes=INLINE_STATE_BYTES // parallelism,  # as the runner's tasks
     )
     by_instance = route_rows(
-        copy.deepcopy(rows),
+        _fresh(rows),
         plan.key_columns,
         driver.operator.key_groups,
         parallelism,

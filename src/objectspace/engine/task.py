@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from objectspace.checkpoint import Instance, Receipt
+from objectspace.engine.collector import fewer_collections
 from objectspace.engine.columns import RECEIPT_COLUMN
 from objectspace.engine.plan import TaskPlan
 from objectspace.engine.stats import TaskStats
@@ -139,6 +140,17 @@ def run_instance(
     order, and its output rows follow in the order the function yields them, key columns
     filled in where missing.
     """
+    with fewer_collections():
+        return _run_instance(plan, instance, groups, stats, restore)
+
+
+def _run_instance(
+    plan: TaskPlan,
+    instance: Instance,
+    groups: dict[tuple[int, Any], list[Row]],
+    stats: TaskStats,
+    restore: float,
+) -> tuple[list[Row], Receipt | None]:
     rows_read = instance.rows_read
     bytes_read = instance.bytes_read
     loaded = instance.objects_loaded()
