@@ -51,6 +51,7 @@ from objectspace.errors import (
     TimeError,
     WrongKindError,
 )
+from objectspace.inspection.stats import read_stats
 from objectspace.keygroups import KeyGroups, key_group_hash
 from objectspace.serialization import (
     JsonSerializer,
@@ -110,4 +111,5 @@ __all__ = [
     "__version__",
     "key_group_hash",
     "open_storage",
+    "read_stats",
 ]

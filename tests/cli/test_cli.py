@@ -912,3 +912,65 @@ def test_connect_timeout_in_the_url_is_honoured(listening: bool) -> None:
     assert done.returncode != 0
     assert "error: cannot connect to" in done.stderr and "Traceback" not in done.stderr
     assert elapsed < 12, f"the command took {elapsed:.1f} s with connect_timeout=1"
+
+
+# -- stats -----------------------------------------------------------------------------------------
+
+
+def _record_batches(url: str) -> list[Any]:
+    """Three committed batches of job 'runs' with their statistics recorded (the last two
+    kept), as a StatefulRunner records them: without Spark."""
+    from objectspace.engine import BatchStats
+    from objectspace.spark.metrics import RecordingJob
+
+    storage = osp.open_storage(url)
+    try:
+        job = RecordingJob(storage, "runs", keep=2)
+        op = job.operator("op", 4)
+        base = None
+        ran = []
+        for cp in range(3):
+            instance = op.instance(0, 1, checkpoint=base)
+            instance.space(cp % 4).create_value(f"{cp}/n", cp)
+            stats = BatchStats(cp, 1, keys=cp + 1, rows_in=10 * cp, seconds_restore=0.25)
+            job.record("op", stats, base)
+            receipt = instance.save(cp)
+            assert job.commit(cp, [receipt])
+            ran.append(stats)
+            base = cp
+        return ran
+    finally:
+        storage.close()
+
+
+def test_stats(tmp_path: Path) -> None:
+    from objectspace.inspection import stats_row
+
+    url = f"sqlite:///{tmp_path}/state.db"
+    ran = _record_batches(url)
+    populate(url)  # another job, which records none
+    before = snapshot(url, tmp_path)
+    data = ok_json("stats", url, "runs")
+    assert data["storage"] == redact(url) and data["job"] == "runs" and data["operator"] == "op"
+    assert data["batches"] == [stats_row(b) for b in ran[1:]]
+    assert [b["keys"] for b in data["batches"]] == [2, 3]
+    assert all(b["committed"] and b["bytes_written"] > 0 for b in data["batches"])
+    assert ok_json("stats", url, "runs", "--last", "1", "--operator", "op")["batches"] == [
+        stats_row(ran[2])
+    ]
+    table = ok("stats", url, "runs")
+    assert "job 'runs', operator 'op'" in table and "restore s" in table and "0.250" in table
+    assert ok_json("stats", url, JOB) == {
+        "storage": redact(url),
+        "job": JOB,
+        "operator": None,
+        "batches": [],
+    }
+    assert "no batch statistics recorded" in ok("stats", url, JOB)
+    assert "no job 'nope'" in fails("stats", url, "nope")
+    assert "has no operator 'x'" in fails("stats", url, "runs", "--operator", "x")
+    assert "--last: must be >= 0" in fails("stats", url, "runs", "--last", "-1", code=2)
+    assert "does not exist" in fails("stats", f"sqlite:///{tmp_path}/missing.db", "runs")
+    assert not (tmp_path / "missing.db").exists()
+    assert snapshot(url, tmp_path) == before
+    assert ok("stats", "--help").startswith("usage: objectspace stats")

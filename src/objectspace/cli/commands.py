@@ -146,4 +146,14 @@ def _retain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stats(args: argparse.Namespace) -> int:
+    from objectspace import inspection as ins
+    from objectspace.cli import render
+
+    with _storage(args.url) as storage:
+        data = ins.batch_stats(storage, args.job, args.operator, args.last)
+    _emit(args, data, render.render_stats)
+    return 0
+
+
 # -- the parser ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from objectspace.cli.commands import (
     _inspect,
     _retain,
     _show,
+    _stats,
 )
 
 __all__ = ["build_parser"]
@@ -228,5 +229,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-last", type=_positive_int, required=True, metavar="K")
     json_flag(p)
     p.set_defaults(func=_retain)
+
+    p = command(
+        "stats",
+        "the statistics of a job's batches, as committed with its checkpoints",
+        "The BatchStats a StatefulRunner commits with each checkpoint (the last `history` "
+        "batches, default 100), oldest first: keys, rows in and out, bytes written, timers "
+        "fired, late rows, restore seconds, cached instances, ... Readable wherever the "
+        "storage is: the driver's runner.last_batch is not (e.g. under Spark Connect).",
+    )
+    p.add_argument("url", metavar="URL", help=_URL_HELP)
+    p.add_argument("job", metavar="JOB", help="job name")
+    p.add_argument("--operator", help="the runner's operator (needed when the job has several)")
+    p.add_argument(
+        "--last", type=_nonnegative_int, metavar="N", help="only the last N batches (default all)"
+    )
+    json_flag(p)
+    p.set_defaults(func=_stats)
 
     return parser

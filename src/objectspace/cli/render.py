@@ -22,6 +22,7 @@ __all__ = [
     "render_inspect",
     "render_retain",
     "render_show",
+    "render_stats",
 ]
 
 
@@ -306,3 +307,43 @@ def render_retain(data: dict[str, Any], console: Console) -> None:
     )
     if data["segments"] and (data["writes_removed"] or data["pending_removed"]):
         console.print("segment files no longer referenced are deleted by `objectspace gc`")
+
+
+# Columns of the stats table: (header, BatchStats field).
+_STATS_COLUMNS = (
+    ("checkpoint", "checkpoint_id"),
+    ("p", "parallelism"),
+    ("keys", "keys"),
+    ("rows in", "rows_in"),
+    ("rows out", "rows_out"),
+    ("written", "bytes_written"),
+    ("timers", "timers_fired"),
+    ("late", "rows_late"),
+    ("cached", "cached_instances"),
+    ("restore s", "seconds_restore"),
+    ("total s", "seconds_total"),
+)
+
+
+def render_stats(data: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
+    batches = data["batches"]
+    if not batches:
+        console.print(_text(f"job {data['job']!r}: no batch statistics recorded"))
+        return
+    table = Table(title=f"job {data['job']!r}, operator {data['operator']!r}")
+    for header, _ in _STATS_COLUMNS:
+        table.add_column(header, justify="right")
+    for row in batches:
+        cells = []
+        for _, name in _STATS_COLUMNS:
+            value = row[name]
+            if name == "bytes_written":
+                cells.append(_size(value))
+            elif isinstance(value, float):
+                cells.append(f"{value:.3f}")
+            else:
+                cells.append(str(value))
+        table.add_row(*cells)
+    console.print(table)

@@ -8,7 +8,8 @@ tables with `rich <https://rich.readthedocs.io>`_. Nothing here imports rich or 
 Layer 6. Modules: ``probe`` (opening existing storage, finding jobs, operators and
 checkpoints), ``values`` (values as JSON, entry rows), ``parsing`` (durations and keys given
 as text), ``views`` (``inspect``, ``show``), ``diff``, ``export``, ``maintenance`` (``gc``,
-``compact``, ``retain``).
+``compact``, ``retain``), ``stats`` (:func:`read_stats`: the batch statistics a Spark
+runner commits with each checkpoint, for ``stats``).
 
 Opening storage without changing it
 -----------------------------------
@@ -112,7 +113,8 @@ two at its tail shows four slots, not every slot changed (sequences longer than
 :data:`MAX_MATCHED` together are compared index by index).
 
 ``export``: ``{"path", "rows", "objects", "key_groups", "checkpoint"}``; ``gc``, ``compact``
-and ``retain``: see :func:`collect_garbage`, :func:`compact_job` and :func:`retain_job`.
+and ``retain``: see :func:`collect_garbage`, :func:`compact_job` and :func:`retain_job`;
+``stats``: see :func:`batch_stats`.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ from objectspace.inspection.probe import (
     resolve_checkpoint,
     serializer_named,
 )
+from objectspace.inspection.stats import batch_stats, read_stats, stats_row
 from objectspace.inspection.values import (
     DEFAULT_LIMIT,
     ENTRY_COLUMNS,
@@ -151,6 +154,7 @@ __all__ = [
     "MAX_MATCHED",
     "SLICE_KEY_GROUPS",
     "Progress",
+    "batch_stats",
     "collect_garbage",
     "compact_job",
     "diff_checkpoints",
@@ -166,6 +170,7 @@ __all__ = [
     "parquet_schema",
     "parse_duration",
     "parse_key",
+    "read_stats",
     "redact",
     "resolve_checkpoint",
     "retain_job",
@@ -173,5 +178,6 @@ __all__ = [
     "show_objects",
     "slices",
     "state_rows",
+    "stats_row",
     "to_json",
 ]

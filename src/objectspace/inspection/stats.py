@@ -26,6 +26,7 @@ from objectspace.inspection.probe import find_job, find_operator, open_existing,
 __all__ = [
     "STATS_OBJECT",
     "STATS_OPERATOR_SUFFIX",
+    "batch_stats",
     "decode_stats",
     "encode_stats",
     "read_stats",
@@ -94,12 +95,45 @@ def stats_row(batch: BatchStats) -> dict[str, Any]:
     return {name: getattr(batch, name) for name in _FIELDS}
 
 
-def _stats_operators(job: Job) -> list[str]:
-    return sorted(
+def _stats_operator(storage: Storage, job: str, operator: str | None) -> tuple[Job, str | None]:
+    """The job and the operator whose statistics to read (``None``: none recorded)."""
+    found = find_job(storage, job)
+    if operator is not None:
+        find_operator(storage, job, operator)  # the operator itself missing: say so
+        return found, operator
+    names = sorted(
         o.name.removesuffix(STATS_OPERATOR_SUFFIX)
-        for o in job.operators()
+        for o in found.operators()
         if o.name.endswith(STATS_OPERATOR_SUFFIX)
     )
+    if len(names) > 1:
+        raise CheckpointError(
+            f"job {job!r} in {redact(storage.url)} records the stats of operators {names}: name one"
+        )
+    return found, names[0] if names else None
+
+
+def _read(
+    storage: Storage, job: str, operator: str | None, last: int | None
+) -> tuple[str | None, list[BatchStats]]:
+    if last is not None and (type(last) is not int or last < 0):
+        raise ValueError(f"last is a number of batches >= 0 or None, not {last!r}")
+    found, operator = _stats_operator(storage, job, operator)
+    if operator is None:
+        return None, []
+    name = operator + STATS_OPERATOR_SUFFIX
+    checkpoint = found.last_checkpoint()
+    if checkpoint is None or storage.backend.operator_info(job, name) is None:
+        return operator, []
+    instance = find_operator(storage, job, name).instance(0, 1, checkpoint=checkpoint)
+    space = instance.space(0)
+    if STATS_OBJECT not in space:
+        return operator, []
+    recorded = space.get_dict(STATS_OBJECT)
+    ids = sorted(recorded)
+    if last is not None:
+        ids = ids[-last:] if last else []
+    return operator, [decode_stats(i, recorded[i]) for i in ids]
 
 
 def read_stats(
@@ -117,38 +151,29 @@ def read_stats(
     :class:`~objectspace.CheckpointError` or :class:`~objectspace.StorageError` naming
     what there is; a job that committed no batch with statistics yet gives ``[]``.
     """
-    if last is not None and (type(last) is not int or last < 0):
-        raise ValueError(f"last is a number of batches >= 0 or None, not {last!r}")
     opened = open_existing(storage) if isinstance(storage, str) else storage
     try:
-        found = find_job(opened, job)
-        if operator is None:
-            names = _stats_operators(found)
-            if not names:
-                return []
-            if len(names) > 1:
-                raise CheckpointError(
-                    f"job {job!r} in {redact(opened.url)} records the stats of operators "
-                    f"{names}: name one with operator="
-                )
-            operator = names[0]
-        name = operator + STATS_OPERATOR_SUFFIX
-        if opened.backend.operator_info(job, name) is None:
-            find_operator(opened, job, operator)  # the operator itself missing: say so
-            return []
-        checkpoint = found.last_checkpoint()
-        if checkpoint is None:
-            return []
-        op = find_operator(opened, job, name)
-        instance = op.instance(0, 1, checkpoint=checkpoint)
-        space = instance.space(0)
-        if STATS_OBJECT not in space:
-            return []
-        recorded = space.get_dict(STATS_OBJECT)
-        ids = sorted(recorded)
-        if last is not None:
-            ids = ids[-last:] if last else []
-        return [decode_stats(i, recorded[i]) for i in ids]
+        return _read(opened, job, operator, last)[1]
     finally:
         if opened is not storage:
             opened.close()
+
+
+def batch_stats(
+    storage: Storage, job: str, operator: str | None = None, last: int | None = None
+) -> dict[str, Any]:
+    """:func:`read_stats` as plain data, the ``--json`` of ``objectspace stats``::
+
+        {"storage": "<URL, secrets masked>", "job": "clicks", "operator": "sessions" | null,
+         "batches": [{"checkpoint_id": 7, "parallelism": 4, "keys": 1000, ...}, ...]}
+
+    one row per recorded batch (:func:`stats_row`: every :class:`BatchStats` field but
+    ``tasks``), oldest first; ``operator`` is ``null`` when the job recorded none.
+    """
+    name, batches = _read(storage, job, operator, last)
+    return {
+        "storage": redact(storage.url),
+        "job": job,
+        "operator": name,
+        "batches": [stats_row(b) for b in batches],
+    }
