@@ -102,6 +102,7 @@ def test_batches_are_recorded_with_their_checkpoints(
     for record, ran in zip(recorded, list(runner.history), strict=True):
         _same(record, ran)
         assert record.keys == 12 and record.rows_in > 0 and record.bytes_written > 0
+        assert record.seconds_total >= record.seconds_tasks > 0
     assert [b.checkpoint_id for b in read_stats(url, JOB, operator=OPERATOR, last=2)] == [2, 3]
     assert read_stats(url, JOB, last=0) == []
     assert [b.checkpoint_id for b in runner.read_stats(last=10)] == [1, 2, 3]

@@ -22,7 +22,7 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     from objectspace.demo.spark import run_spark_demo
 
-    return run_spark_demo(batches=args.batches)
+    return run_spark_demo(batches=args.batches, connect=args.connect)
 
 
 def _console() -> Any:

@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = command("demo", "run the streaming demo on local Spark (or --core: without Spark)")
     demo.add_argument("--core", action="store_true", help="the object-space example, no Spark")
     demo.add_argument("--batches", type=int, default=24, help="micro-batches (default 24)")
+    demo.add_argument(
+        "--connect",
+        action="store_true",
+        help="through Spark Connect: SparkSession.builder.remote('local[2]') (needs "
+        "grpcio, grpcio-status and googleapis-common-protos)",
+    )
     demo.set_defaults(func=_demo)
 
     p = command(

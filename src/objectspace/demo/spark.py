@@ -8,9 +8,11 @@
    ``distinct(by="page")`` (first visit of each page) and ``top_k(3, by="v")``.
 3. Half-way, stops the query and restarts it from its checkpoint with another parallelism:
    each new instance restores exactly the key groups of its new range.
-4. Ends with bytes written per checkpoint against a design that rewrites each touched
-   user's whole state at every checkpoint, and checks the output against a plain Python
-   run of the same pipeline.
+4. Ends with bytes written per checkpoint (each batch's statistics as committed with its
+   checkpoint, :func:`objectspace.read_stats`) against a design that rewrites each touched
+   user's whole state at every checkpoint, and checks the output (written to Parquet by
+   the sink) against a plain Python run of the same pipeline. With ``--connect`` all of it
+   runs through Spark Connect.
 5. The time stage (:mod:`objectspace.demo.timed`): sessions and a TTL'd set in event time,
    with per batch the watermark, the timers fired and the entries expired.
 """
@@ -103,9 +105,25 @@ def _reference(all_events: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
 
 
 def run_spark_demo(
-    batches: int = BATCHES, first_parallelism: int = 4, second_parallelism: int = 3
+    batches: int = BATCHES,
+    first_parallelism: int = 4,
+    second_parallelism: int = 3,
+    *,
+    connect: bool = False,
+    spark: Any = None,
 ) -> int:
+    """Run the demo; 0 when the output equals the plain Python run's.
+
+    ``connect=True`` runs it through Spark Connect (``SparkSession.builder.remote
+    ("local[2]")``): the queries' ``foreachBatch`` functions run in the server's Python
+    process, so the sink writes each batch's output to Parquet and this process reads the
+    batches' statistics from the checkpoint catalog (:func:`objectspace.read_stats`),
+    as it does without Connect. ``spark``: a session to use (and leave running) instead
+    of starting one. The time stage runs on classic sessions only (its sink keeps the
+    output in the driver's memory)."""
+    from objectspace.inspection.stats import read_stats
     from objectspace.spark import StatefulRunner, local_session
+    from objectspace.spark.session import is_connect
 
     started = time.perf_counter()
     work = tempfile.mkdtemp(prefix="objectspace-demo-")
@@ -114,16 +132,20 @@ def run_spark_demo(
             f"objectspace demo: {USERS:,} users x {EVENTS_PER_USER} events x {batches} "
             f"micro-batches, state in SQLite under {work}"
         )
-        print("starting local Spark (local[2]) ...", flush=True)
-        spark = local_session("local[2]")
-        print(f"  Spark {spark.version} up in {time.perf_counter() - started:.1f} s")
+        own_session = spark is None
+        if spark is None:
+            mode = "Spark Connect, remote('local[2]')" if connect else "local[2]"
+            print(f"starting local Spark ({mode}) ...", flush=True)
+            spark = local_session("local[2]", connect=connect)
+            print(f"  Spark {spark.version} up in {time.perf_counter() - started:.1f} s")
+        remote = is_connect(spark)
         events_dir = os.path.join(work, "events")
+        output_dir = os.path.join(work, "output")
         os.makedirs(events_dir)
         storage = f"sqlite:///{work}/state.db"
         checkpoint_dir = os.path.join(work, "query-checkpoint")
         rng = random.Random(42)
         all_events = [_events(b, rng) for b in range(batches)]
-        outputs: dict[int, list[tuple[Any, ...]]] = {}
         model: dict[int, dict[str, Any]] = {
             u: {"buffer": [], "seen": 0, "first5": [], "pages": set(), "top": []}
             for u in range(USERS)
@@ -145,37 +167,37 @@ def run_spark_demo(
 
         schema = "user long, ts long, v double, page string"
 
-        def run_query(runner: StatefulRunner, upto: int) -> None:
+        def run_query(runner: StatefulRunner, upto: int, first: int) -> None:
             for b in range(upto):
                 if not os.path.exists(os.path.join(events_dir, f"events-{b:04d}.json")):
                     _write_batch(events_dir, b, all_events[b])
-
-            def sink(out_df: Any, batch_id: int) -> None:
-                rows = [tuple(r) for r in out_df.collect()]  # the demo's sink prints a summary
-                outputs[batch_id] = rows
-                stats = runner.last_batch
-                assert stats is not None
-                whole = simulate_whole_state(batch_id)
-                totals["ours"] += stats.bytes_written
-                totals["whole"] += whole
-                print(
-                    f"  batch {batch_id:>2}  p={stats.parallelism}  keys {stats.keys:>5,}  "
-                    f"rows in {stats.rows_in:>5,}  out {len(rows):>4,}  "
-                    f"state written {stats.bytes_written / 1024:7.1f} KiB "
-                    f"(whole-state design {whole / 1024:7.1f} KiB)  {stats.seconds_total:5.2f} s",
-                    flush=True,
-                )
-
             query = (
                 spark.readStream.schema(schema)
                 .option("maxFilesPerTrigger", 1)
                 .json(events_dir)
-                .writeStream.foreachBatch(runner.foreach_batch(sink))
+                .writeStream.foreachBatch(runner.foreach_batch(_ParquetSink(output_dir)))
                 .option("checkpointLocation", checkpoint_dir)
                 .trigger(availableNow=True)
                 .start()
             )
             query.awaitTermination()
+            # The batches' statistics, committed with their checkpoints: read here, where
+            # the runner may not have run (Spark Connect runs it in the server).
+            for stats in read_stats(storage, "demo"):
+                if stats.checkpoint_id < first:
+                    continue
+                whole = simulate_whole_state(stats.checkpoint_id)
+                totals["ours"] += stats.bytes_written
+                totals["whole"] += whole
+                print(
+                    f"  batch {stats.checkpoint_id:>2}  p={stats.parallelism}  "
+                    f"keys {stats.keys:>5,}  rows in {stats.rows_in:>5,}  "
+                    f"out {stats.rows_out:>4,}  "
+                    f"state written {stats.bytes_written / 1024:7.1f} KiB "
+                    f"(whole-state design {whole / 1024:7.1f} KiB)  "
+                    f"{stats.seconds_total:5.2f} s",
+                    flush=True,
+                )
 
         def make_runner(parallelism: int) -> StatefulRunner:
             return StatefulRunner(
@@ -193,21 +215,24 @@ def run_spark_demo(
         half = batches // 2
         print(f"\nrunning batches 0..{half - 1} at parallelism {first_parallelism}:")
         runner = make_runner(first_parallelism)
-        run_query(runner, half)
+        run_query(runner, half, 0)
         runner.close()
         print(
             f"\nquery stopped; restarting from its checkpoint at parallelism "
             f"{second_parallelism} (the key groups move to new instances):"
         )
         runner = make_runner(second_parallelism)
-        run_query(runner, batches)
+        run_query(runner, batches, half)
         runner.close()
 
-        produced = sorted((row for b in sorted(outputs) for row in outputs[b]), key=repr)
+        produced = sorted(
+            (tuple(r) for r in spark.read.parquet(output_dir).drop("batch").collect()),
+            key=repr,
+        )
         expected = _reference(all_events)
         payload = sum(len(events) for events in all_events) * 8
         print("\nsummary")
-        print(f"  batches processed: {len(outputs)}   output rows: {len(produced):,}")
+        print(f"  batches processed: {batches}   output rows: {len(produced):,}")
         print(
             f"  state bytes written, object spaces (differential): {totals['ours'] / 1e6:6.2f} MB"
         )
@@ -219,9 +244,26 @@ def run_spark_demo(
         print(f"  checkpoints retained: {runner.job.checkpoints()}")
         same = produced == expected
         print(f"  output equals a plain Python run of the same pipeline: {'yes' if same else 'NO'}")
-        timed_ok = run_time_stage(spark, work)
+        timed_ok = True
+        if remote:
+            print("\n  (the time stage runs on a classic session only)")
+        else:
+            timed_ok = run_time_stage(spark, work)
         print(f"\n  wall time: {time.perf_counter() - started:.1f} s")
-        spark.stop()
+        if own_session:
+            spark.stop()
         return 0 if same and timed_ok else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+class _ParquetSink:
+    """The queries' sink: each batch's output to its own Parquet folder (``batch=<id>``),
+    replaced when the batch is replayed. It runs where the runner runs (the driver, or the
+    Spark Connect server's Python process), so it keeps nothing in memory."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def __call__(self, out: Any, batch_id: int) -> None:
+        out.write.mode("overwrite").parquet(os.path.join(self.folder, f"batch={batch_id}"))

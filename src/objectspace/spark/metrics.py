@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -111,11 +112,15 @@ def batch_line(job: str, operator: str, batch: BatchStats) -> str:
 
 
 def preview_stats(
-    plan: TaskPlan, reports: Iterable[tuple[Receipt | None, Any]], seconds_tasks: float
+    plan: TaskPlan,
+    reports: Iterable[tuple[Receipt | None, Any]],
+    seconds_tasks: float,
+    started: float,
 ) -> BatchStats:
     """The statistics of ``plan``'s batch as they stand before its commit: the tasks'
-    reports summed, with the batch's time (what :meth:`BatchDriver.finish` adds after the
-    commit, its duration, is left out)."""
+    reports summed, with the batch's time; ``seconds_total`` counted from ``started`` (a
+    ``time.perf_counter()``; :class:`RecordingJob` adds the time up to the commit). What
+    :meth:`BatchDriver.finish` adds after the commit, its duration, is left out."""
     from objectspace.engine.stats import add_task, sum_tasks
 
     batch = BatchStats(
@@ -126,6 +131,7 @@ def preview_stats(
     sum_tasks(batch)
     batch.tasks = []
     batch.seconds_tasks = seconds_tasks
+    batch.seconds_total = time.perf_counter() - started
     if plan.time is not None:
         clock = plan.time.clock
         batch.watermark, batch.late_watermark = clock.watermark, clock.late_watermark
@@ -148,7 +154,7 @@ class RecordingJob(Job):
     def __init__(self, storage: Storage, name: str, keep: int | None = 100) -> None:
         super().__init__(storage, name)
         self.keep = keep
-        self._pending: tuple[str, BatchStats, int | None] | None = None
+        self._pending: tuple[str, BatchStats, int | None, float] | None = None
         # The stats operator's instance as of the checkpoint it last committed.
         self._kept: Instance | None = None
         self._kept_at: int | None = None
@@ -156,7 +162,7 @@ class RecordingJob(Job):
     def record(self, operator: str, batch: BatchStats, base: int | None) -> None:
         """Commit ``batch``'s statistics with the next commit of its checkpoint, made on
         checkpoint ``base``; replaces a record not committed yet."""
-        self._pending = (operator, batch, base)
+        self._pending = (operator, batch, base, time.perf_counter())
 
     def _stats_instance(self, operator: str, base: int | None) -> Instance:
         if self._kept is not None and self._kept_at == base:
@@ -174,9 +180,10 @@ class RecordingJob(Job):
         pending, self._pending = self._pending, None
         if pending is None or self.keep == 0:
             return None
-        operator, batch, base = pending
+        operator, batch, base, recorded_at = pending
         if batch.checkpoint_id != checkpoint_id:
             return None
+        batch.seconds_total += time.perf_counter() - recorded_at
         batch.committed = True
         batch.bytes_written = sum(r.bytes_written for r in receipts)
         batch.rows_written = sum(r.rows_written for r in receipts)

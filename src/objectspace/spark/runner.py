@@ -322,6 +322,7 @@ class StatefulRunner:
         """
         from pyspark.storagelevel import StorageLevel
 
+        started = time.perf_counter()
         if (
             not isinstance(checkpoint_id, int)
             or isinstance(checkpoint_id, bool)
@@ -433,7 +434,7 @@ class StatefulRunner:
             elif output:
                 inline.append(output)
         if not plan.replay:
-            preview = preview_stats(plan, reports, tasks_seconds)
+            preview = preview_stats(plan, reports, tasks_seconds, started)
             self.job.record(self.operator.name, preview, plan.base)
         batch = self._driver.finish(plan, reports, seconds_tasks=tasks_seconds)
         self.last_batch = batch
