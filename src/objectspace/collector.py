@@ -1,4 +1,7 @@
-"""Python's cyclic garbage collector while a task runs: :func:`fewer_collections`.
+"""Python's cyclic garbage collector while objectspace works.
+
+:func:`gc_paused` pauses it for a save or a restore (they make no cycles);
+:func:`fewer_collections` makes its young collections rarer while a task runs a function.
 
 A worker holds an operator's state as millions of long-lived objects. At the interpreter's
 default thresholds (a young collection every 700 allocations, a full one whenever the
@@ -12,10 +15,11 @@ reference counting the moment they are unused; only garbage *cycles* wait a litt
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["YOUNG_THRESHOLD", "fewer_collections"]
+__all__ = ["YOUNG_THRESHOLD", "fewer_collections", "gc_paused"]
 
 # Allocations between two young collections while a task runs (the interpreter's default:
 # 700). The older generations keep their multipliers, so a full collection is considered
@@ -27,7 +31,7 @@ YOUNG_THRESHOLD = 50_000
 def fewer_collections() -> Iterator[None]:
     """Run the block with the young generation's threshold at :data:`YOUNG_THRESHOLD`
     (unless it is already higher, or the collector is off), then restore the thresholds.
-    Nested uses are free."""
+    Nested uses are free. As a decorator (``@fewer_collections()``) it covers each call."""
     before = gc.get_threshold()
     if before[0] == 0 or before[0] >= YOUNG_THRESHOLD:
         yield
@@ -37,3 +41,33 @@ def fewer_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block (nested and concurrent uses
+    count: the last one out enables it again, if it was enabled before the first one).
+
+    A save or restore allocates a container per dirty object or stored entry, none of them
+    in a cycle; each few hundred allocations would otherwise start a collection, and some
+    of those traverse every object of the state (a 200,000-entry state: a quarter of a
+    differential save's time). Nothing is lost: cycles made meanwhile are collected later.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()

@@ -12,10 +12,7 @@ If ``commit`` fails, skip ``on_saved``: the next ``save`` writes every edit stil
 
 from __future__ import annotations
 
-import gc
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
 from objectspace.collections.array import PersistedArray
@@ -29,6 +26,7 @@ from objectspace.collections.sorted_dict import PersistedSortedDict
 from objectspace.collections.sorted_set import PersistedSortedSet
 from objectspace.collections.stack import PersistedStack
 from objectspace.collections.value import PersistedValue
+from objectspace.collector import gc_paused
 from objectspace.errors import (
     ObjectExistsError,
     SerializationError,
@@ -51,35 +49,6 @@ INDEX_TABLE = "state/index"
 _TABLE_SUFFIXES = ("metadata", "items", "data")
 
 _T = TypeVar("_T", bound=PersistedObject)
-
-_GC_LOCK = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the block (nested and concurrent uses
-    count: the last one out enables it again, if it was enabled before the first one).
-
-    A save or restore allocates a container per dirty object or stored entry, none of them
-    in a cycle; each few hundred allocations would otherwise start a collection, and some
-    of those traverse every object of the state (a 200,000-entry state: a quarter of a
-    differential save's time). Nothing is lost: cycles made meanwhile are collected later.
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _GC_LOCK:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 def _entries(obj: PersistedObject) -> int:
@@ -321,6 +290,7 @@ class ObjectSpace:
                 break
         return rows
 
+    @gc_paused()
     def save(self, writer: StateWriter) -> None:
         """Emit the edits since the last acknowledged save (or, FULL, every object) to ``writer``.
 
@@ -401,6 +371,7 @@ class ObjectSpace:
         return stats
 
     @classmethod
+    @gc_paused()
     def load(cls, reader: StateReader, serializer: Serializer | None = None) -> ObjectSpace:
         """A space restored from ``reader``, every object clean.
 

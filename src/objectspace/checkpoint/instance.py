@@ -13,8 +13,9 @@ from objectspace.checkpoint._checks import EMPTY, _check_checkpoint_id
 from objectspace.checkpoint.compaction import _Chain
 from objectspace.checkpoint.local import LocalHead, LocalStore, Pending
 from objectspace.checkpoint.receipts import Receipt, SaveStats
+from objectspace.collector import gc_paused
 from objectspace.errors import CheckpointError, StorageError
-from objectspace.space import ObjectSpace, gc_paused
+from objectspace.space import ObjectSpace
 from objectspace.storage.contract import (
     PendingPart,
     StagedWrite,

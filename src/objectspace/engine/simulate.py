@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from objectspace.checkpoint import CompactionPolicy, Job, Operator, Receipt, Storage, open_storage
-from objectspace.engine.collector import fewer_collections
+from objectspace.collector import fewer_collections
 from objectspace.engine.columns import (
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,

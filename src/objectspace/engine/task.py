@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from objectspace.checkpoint import Instance, Receipt
-from objectspace.engine.collector import fewer_collections
+from objectspace.collector import fewer_collections
 from objectspace.engine.columns import RECEIPT_COLUMN
 from objectspace.engine.plan import TaskPlan
 from objectspace.engine.stats import TaskStats
