@@ -157,6 +157,7 @@ def test_streaming_progress_shows_the_state_metrics(spark: Any, tmp_path: Path) 
     seen: list[dict[str, Any]] = []
     listener = metrics.listener(seen.append)
     spark.streams.addListener(listener)
+    known = {job for job, _ in _jobs(spark)}
 
     def sink(out: Any, batch_id: int) -> None:
         # what Spark offers a foreachBatch function: observe its own DataFrame...
@@ -199,6 +200,10 @@ def test_streaming_progress_shows_the_state_metrics(spark: Any, tmp_path: Path) 
     assert [p["observedMetrics"][OBSERVED_NAME]["keys"] for p in recent] == [
         b.keys for b in runner.history
     ]
+    # the jobs a foreachBatch function starts are described too
+    described = {d for job, d in _jobs(spark) if job not in known and d is not None}
+    for n in range(len(batches)):
+        assert f"objectspace job={JOB} operator={OPERATOR} checkpoint={n} instances=2" in described
     # the listener got every progress with the metrics of its batch
     assert sorted(p["batchId"] for p in seen) == list(range(len(batches)))
     assert all(

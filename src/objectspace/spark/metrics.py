@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import EMPTY, Instance, Job, Receipt, Storage
 from objectspace.engine import BatchStats
+from objectspace.errors import CheckpointError
 from objectspace.inspection.stats import (
     STATS_OBJECT,
     STATS_OPERATOR_SUFFIX,
@@ -209,8 +210,17 @@ class RecordingJob(Job):
         instance = self._save(checkpoint_id, receipts)
         committed = super().commit(checkpoint_id, receipts)
         if instance is not None and committed:
-            instance.on_saved()
-            self._kept, self._kept_at = instance, checkpoint_id
+            try:
+                instance.on_saved()
+            except CheckpointError:  # not the save committed after all: restore next time
+                logger.debug(
+                    "job %r: the stats saved for checkpoint %s are not the committed ones; "
+                    "the next batch restores them",
+                    self.name,
+                    checkpoint_id,
+                )
+            else:
+                self._kept, self._kept_at = instance, checkpoint_id
         return committed
 
 
