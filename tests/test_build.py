@@ -1,11 +1,16 @@
-"""The C extension's build: ``OBJECTSPACE_REQUIRE_C=1`` turns a failed compile into an error."""
+"""The build: ``OBJECTSPACE_REQUIRE_C=1`` turns a failed compile of the C extension into an
+error, and ``make wheel``'s steps give an sdist that builds and a ``manylinux`` wheel that
+carries the extension."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -57,3 +62,54 @@ def test_required_extension_is_the_implementation_in_use() -> None:
     if os.environ.get(_impl.PURE_PYTHON_ENV, "") not in ("", "0"):
         pytest.skip(f"{_impl.PURE_PYTHON_ENV} is set")
     assert _impl.IMPLEMENTATION == "c"
+
+
+# -- the dists a package index accepts (make wheel) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The sdist, the wheel built from it, and that wheel repaired by auditwheel."""
+    from tests.support.deploy import build_dists, repair_wheel
+
+    base = tmp_path_factory.mktemp("dists")
+    built = build_dists(base / "dist")
+    return built.sdist, built.wheel, repair_wheel(built.wheel, base / "wheelhouse")
+
+
+def test_sdist_carries_what_the_build_needs(dists: tuple[Path, Path, Path]) -> None:
+    sdist, _, _ = dists
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    for needed in (
+        "pyproject.toml",
+        "setup.py",
+        "README.md",
+        "src/objectspace/__init__.py",
+        "src/objectspace/py.typed",
+        "src/objectspace/collections/_core.c",
+        "src/objectspace/collections/_core.pyi",
+    ):
+        assert needed in names, needed
+
+
+def test_repaired_wheel_is_manylinux_with_the_extension(dists: tuple[Path, Path, Path]) -> None:
+    _, wheel, repaired = dists
+    assert wheel.name.endswith("linux_x86_64.whl") or "linux" in wheel.name
+    # name-version-python-abi-platform.whl, the platform tags joined by dots
+    platforms = repaired.name[: -len(".whl")].split("-")[-1].split(".")
+    assert platforms and all(p.startswith("manylinux") for p in platforms), repaired.name
+    with zipfile.ZipFile(repaired) as zf:
+        names = zf.namelist()
+        metadata = next(n for n in names if n.endswith(".dist-info/WHEEL"))
+        tags = [
+            line.split(":", 1)[1].strip()
+            for line in zf.read(metadata).decode().splitlines()
+            if line.startswith("Tag:")
+        ]
+    assert tags and all("manylinux" in tag for tag in tags), tags
+    assert "Root-Is-Purelib: false" in zipfile.ZipFile(repaired).read(metadata).decode()
+    extensions = [n for n in names if re.fullmatch(r"objectspace/collections/_core\..*\.so", n)]
+    assert extensions, names
+    assert "objectspace/py.typed" in names
+    assert "objectspace/collections/_core.c" not in names
