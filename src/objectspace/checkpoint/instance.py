@@ -159,8 +159,8 @@ class Instance:
             with gc_paused():
                 self._load_local(wanted)
             return
-        for run in _runs(wanted):  # never the key groups between two runs
-            self._load(run)
+        with gc_paused():  # one read of every run's blocks, never the key groups between
+            self._load_paused(wanted)
 
     def load_all(self) -> None:
         """Restore every key group of the range that is not loaded yet."""
@@ -212,8 +212,8 @@ class Instance:
                 if applied is None:
                     rebuild.append(key_group)
                 ready[key_group] = applied
-        for run in _runs(rebuild):
-            ready.update(self._rebuild(run, committed))
+        if rebuild:  # one read of every run's blocks, never the key groups between
+            ready.update(self._rebuild(rebuild, committed))
         if base is not None and base not in job.checkpoints():
             raise CheckpointError(
                 f"checkpoint {base} of job {job.name!r} was dropped by retention before "
@@ -235,10 +235,12 @@ class Instance:
         """Rebuild ``key_group`` in the local store from storage (a read found a damaged
         row): its committed state as of :attr:`base`, which is what the local store holds
         for it until the instance's next save is acknowledged."""
-        self._rebuild(range(key_group, key_group + 1), {})
+        self._rebuild([key_group], {})
 
     def _rebuild(
-        self, key_groups: range, committed: Mapping[int, tuple[int, int, int | None, int | None]]
+        self,
+        key_groups: Sequence[int],
+        committed: Mapping[int, tuple[int, int, int | None, int | None]],
     ) -> dict[int, LocalHead | None]:
         """Write ``key_groups`` as storage holds them as of :attr:`base` into the local
         store (one read); their local heads (``None``: no state), with the digest of
@@ -248,7 +250,9 @@ class Instance:
         op = self.operator
         job = op.job
         base = self.base
-        stored = {} if base is None else job.backend.load(job.name, op.name, key_groups, base)
+        stored = (
+            {} if base is None else job.backend.load_groups(job.name, op.name, key_groups, base)
+        )
         heads: dict[int, LocalHead | None] = {}
         for key_group in key_groups:
             writes, tables = stored.get(key_group, ([], {}))
@@ -323,11 +327,13 @@ class Instance:
         self.objects_evicted += dropped
         return dropped
 
-    def _load_paused(self, key_groups: range) -> None:
+    def _load_paused(self, key_groups: Sequence[int]) -> None:
+        """Restore ``key_groups`` (ascending; a range, or runs with gaps, whose blocks are
+        read together: :meth:`Backend.load_groups`)."""
         op = self.operator
         backend = op.job.backend
         base = self.base
-        stored = {} if base is None else backend.load(op.job.name, op.name, key_groups, base)
+        stored = {} if base is None else backend.load_groups(op.job.name, op.name, key_groups, base)
         loaded: dict[int, tuple[ObjectSpace, _Chain, tuple[int, int] | None]] = {}
         for key_group in key_groups:
             if key_group in self._spaces:
@@ -347,7 +353,7 @@ class Instance:
             raise CheckpointError(
                 f"checkpoint {base} of job {op.job.name!r} was dropped by retention before "
                 f"instance {self.index} of {self.parallelism} restored key groups "
-                f"{key_groups.start}..{key_groups.stop - 1}; restore from a retained checkpoint"
+                f"{key_groups[0]}..{key_groups[-1]}; restore from a retained checkpoint"
             )
         for key_group, (space, chain, head) in loaded.items():
             self._spaces[key_group] = space
@@ -612,21 +618,6 @@ class Instance:
         self.load_all()
         for key_group in self.key_groups:
             yield key_group, self._spaces[key_group]
-
-
-def _runs(key_groups: Sequence[int]) -> Iterator[range]:
-    """Ascending ``key_groups`` as ranges of consecutive ones."""
-    start = None
-    last = 0
-    for g in key_groups:
-        if start is None:
-            start = g
-        elif g != last + 1:
-            yield range(start, last + 1)
-            start = g
-        last = g
-    if start is not None:
-        yield range(start, last + 1)
 
 
 _NO_HEAD = LocalHead(0, -1, None, None, 0, 0)

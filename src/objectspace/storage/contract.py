@@ -22,7 +22,7 @@ lives in :mod:`objectspace.checkpoint`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from objectspace.tables import TableChanges
@@ -323,6 +323,22 @@ class Backend(ABC):
         """
         chains = self.chains(job, operator, key_groups, as_of)
         return {g: (ws, self.read(job, operator, ws)) for g, ws in chains.items()}
+
+    def load_groups(
+        self, job: str, operator: str, key_groups: Iterable[int], as_of: int
+    ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
+        """:meth:`load` of any key groups, not only a range: those between them are not
+        read. This default loads each run of consecutive key groups; segment storage reads
+        the blocks of all of them together (one read per segment file span)."""
+        wanted = sorted(set(key_groups))
+        out: dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]] = {}
+        first = 0
+        for i in range(1, len(wanted) + 1):
+            if i == len(wanted) or wanted[i] != wanted[i - 1] + 1:
+                run = range(wanted[first], wanted[i - 1] + 1)
+                out.update(self.load(job, operator, run, as_of))
+                first = i
+        return out
 
     # -- maintenance ------------------------------------------------------------------------
 
