@@ -487,3 +487,37 @@ def test_a_root_namespace_timer_is_indexed_without_its_empty_namespace_path():
     assert sorted(len(e) for e in space.get_sorted_set(DUE_ID)) == [4, 5]
     fired = [(when, key, names) for when, _, key, names in due_timers(space, 100)]
     assert fired == [(10, 7, ()), (20, 7, ("op",))]
+
+
+def test_fired_timers_leave_the_due_index_at_once_unless_registered_again():
+    """The timers a call fires leave the due index together when the firing ends (one
+    slice for a due prefix); a handler that registers a fired timer again keeps it, and
+    deletes and saves are exactly those of firing one by one."""
+    from objectspace import MemoryStore
+    from objectspace.keyed import expired_timers
+
+    store = MemoryStore()
+    space = ObjectSpace()
+    clock = Clock("event", watermark=0)
+    states = {k: KeyState.for_key(space, k, clock) for k in ("a", "b", "c")}
+    for k, t in (("a", 10), ("b", 20), ("c", 30), ("a", 40), ("b", 90)):
+        states[k].timers.register(t)
+    space.checkpoint(store)
+    seen = []
+    for when, _, key, _ in expired_timers(space, 50):
+        seen.append((when, key))
+        assert when in [x for x in states[key].timers._times()]  # listed while it fires
+        if (when, key) == (30, "c"):
+            states["a"].timers.register(10)  # fired already: registered again
+            states["b"].timers.delete(90)  # not due: deleted
+    assert seen == [(10, "a"), (20, "b"), (30, "c"), (40, "a")]
+    due = space.get_sorted_set(DUE_ID)
+    assert [e[0] for e in due] == [10]
+    assert states["a"].timers._times() == [10]
+    space.checkpoint(store)
+    restored = ObjectSpace.load(store.reader())
+    assert [(e[0], e[3]) for e in restored.get_sorted_set(DUE_ID)] == [(10, "a")]
+    # Not a prefix (a TTL-like element of the index stays in front): one by one.
+    space.get_sorted_set(DUE_ID).add((5, "e", "x"))
+    assert [(w, k) for w, _, k, _ in expired_timers(space, 50)] == [(10, "a")]
+    assert list(space.get_sorted_set(DUE_ID)) == [(5, "e", "x")]

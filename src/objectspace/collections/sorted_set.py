@@ -62,6 +62,27 @@ class PersistedSortedSet(SortedOrder, _SetBase):
                 raise
             self._track_edit(value, False)
 
+    def _discard_sorted(self, values: list[Any]) -> None:
+        """Remove ``values``: distinct elements of the set, ascending. When they are its
+        first ``len(values)`` elements (a due prefix taken from the front) one slice
+        deletion removes them, else one :meth:`discard` each. Each removal is tracked as
+        :meth:`discard` tracks it."""
+        data = self._data
+        n = len(values)
+        if not n:
+            return
+        if not self._registered:
+            self._touch()
+        if len(data) >= n and data[n - 1] == values[-1]:
+            # n distinct members, all <= values[-1], the n-th smallest: the first n.
+            del data._list[:n]
+            data._set.difference_update(values)
+            for value in values:
+                self._track_edit(value, False)
+        else:
+            for value in values:
+                self.discard(value)
+
     def __getitem__(self, index: int) -> Any:
         """The element at position ``index`` in ascending order (negative too)."""
         return self._data[index]

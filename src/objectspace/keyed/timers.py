@@ -269,15 +269,29 @@ def expired_timers(
     index = timers.due
     by_key = timers.by_key
     taken = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
-    for entry in taken:
-        when, _, prefix, key = entry[:4]
-        at = (prefix, when)
-        if by_key.get(at) is not entry:
-            continue  # deleted by an earlier handler
-        yield when, prefix, key, tuple(entry[4]) if len(entry) > 4 else ()
-        if by_key.get(at) is entry:
-            del by_key[at]
-            index.discard(entry)
+    fired = []
+    try:
+        for entry in taken:
+            when, _, prefix, key = entry[:4]
+            at = (prefix, when)
+            if by_key.get(at) is not entry:
+                continue  # deleted by an earlier handler
+            yield when, prefix, key, tuple(entry[4]) if len(entry) > 4 else ()
+            if by_key.get(at) is entry:
+                del by_key[at]
+                fired.append(entry)
+    finally:
+        # The fired timers leave the due index at once (most often its first elements:
+        # one slice), but for one registered again meanwhile: its equal element stays in
+        # the index, and is the one its key's entry names.
+        gone = []
+        for entry in fired:
+            at = (entry[2], entry[0])
+            if at in by_key:
+                by_key[at] = entry
+            else:
+                gone.append(entry)
+        index._discard_sorted(gone)
 
 
 class TimerHandler(Protocol):
