@@ -7,8 +7,11 @@ out, the instance cache and snapshots, around the engine's per-instance loop), `
 (key groups and instances as Spark SQL expressions, and the marker rows of instances with
 something due), ``receipts`` (the wire format of a task's receipt and stats), ``cache`` (the
 worker's :class:`~objectspace.spark.cache.InstanceCache` and the snapshot file format),
-``state`` (:func:`read_state`), ``session`` (:func:`local_session`), ``ticks``
-(:func:`with_ticks`, batches for a quiet stream).
+``state`` (:func:`read_state`), ``session`` (:func:`local_session`, and what works alike on a
+classic and a Spark Connect session), ``ticks`` (:func:`with_ticks`, batches for a quiet
+stream), ``metrics`` (each batch's statistics committed with its checkpoint, and
+:class:`StateMetrics`: them beside a streaming query's progress), ``preflight`` (the checks a
+query runs when it starts: storage every executor sees, the C extension on executors).
 
 :class:`StatefulRunner` runs a function ``fn(key, rows, state)`` (or an operator of
 :mod:`objectspace.operators`) over a DataFrame, batch by batch::
@@ -50,6 +53,7 @@ is restored from storage.
 from __future__ import annotations
 
 from objectspace.engine import RESERVED_COLUMNS, BatchStats, StatefulFunction, TaskStats
+from objectspace.spark.metrics import StateMetrics
 from objectspace.spark.runner import StatefulRunner
 from objectspace.spark.session import local_session
 from objectspace.spark.state import read_state
@@ -58,6 +62,7 @@ from objectspace.spark.ticks import with_ticks
 __all__ = [
     "RESERVED_COLUMNS",
     "BatchStats",
+    "StateMetrics",
     "StatefulFunction",
     "StatefulRunner",
     "TaskStats",
