@@ -36,6 +36,7 @@ from objectspace.inspection.stats import STATS_OPERATOR_SUFFIX, read_stats
 from objectspace.keygroups import check_max_key_groups
 from objectspace.spark.cache import _SNAPSHOT_KEY_BYTES
 from objectspace.spark.metrics import RecordingJob, batch_line, preview_stats
+from objectspace.spark.preflight import check_storage, resolve_require_c
 from objectspace.spark.receipts import I64, MAX_RECEIPT_BYTES, unpack_receipt
 from objectspace.spark.routing import due_marker_rows, hashes_alike, quote, with_routing
 from objectspace.spark.session import (
@@ -137,6 +138,15 @@ class StatefulRunner:
     written. Default: half of ``spark.executor.pyspark.memory`` when that is set, else no
     budget (every key a worker's instances touched stays in memory).
 
+    ``require_c``: whether a task that finds the pure-Python collections on its executor
+    (objectspace shipped as a zip, a failed build) fails with
+    :class:`~objectspace.spark.preflight.DeploymentError` naming the cause instead of
+    running slower; default: when the driver itself runs on the C extension. When a query's
+    first batch runs on a cluster (any master but ``local``), the runner checks that every
+    executor reaches its storage (:func:`~objectspace.spark.preflight.check_storage`: one
+    small Spark job; ``memory://`` and local folders the executors do not see are refused
+    before anything runs). See docs/deploy.md.
+
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
     query), oldest first; ``last_batch`` is the latest. Both live in the process that runs
@@ -185,6 +195,7 @@ class StatefulRunner:
         inline_state_bytes: int = INLINE_STATE_BYTES,
         memory_budget: int | str | None = None,
         local_dir: str | None = None,
+        require_c: bool | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -242,6 +253,9 @@ class StatefulRunner:
             local_dir=local_dir,
         )
         self._budget_known = memory_budget is not None
+        self.require_c = resolve_require_c(require_c)
+        # The application whose executors were found to reach the storage (checked once).
+        self._storage_checked_for: str | None = None
         self.cache_instances = cache_instances
         self.snapshot_instances = snapshot_instances
         # Names this runner's snapshots, so another runner (say, after the store was deleted
@@ -352,6 +366,10 @@ class StatefulRunner:
                 f"it has {df.columns}"
             )
         struct, arrow_schema = self._schemas(spark)
+        application = application_id(spark)
+        if self._storage_checked_for != application:
+            check_storage(spark, self.storage.url)
+            self._storage_checked_for = application
         if not self._budget_known:
             self._driver.memory_budget = self.memory_budget = default_budget(spark)
             self._budget_known = True
@@ -362,7 +380,7 @@ class StatefulRunner:
             output_columns=struct.names,
             use_cache=self.cache_instances,
             use_snapshots=self.snapshot_instances,
-            owner=f"{application_id(spark)}/{self._token}",
+            owner=f"{application}/{self._token}",
             snapshot_key=self._snapshot_key,
         )
         partitions = self._partitions(df)
@@ -385,6 +403,7 @@ class StatefulRunner:
             due_instances if partitions == 1 else frozenset(),
             self.inline_output_bytes // p,
             hash_keys=hash_in_task,
+            require_c=self.require_c,
         )
         if self._persisted is not None:
             self._persisted.unpersist()

@@ -34,6 +34,7 @@ from objectspace.engine import (
 from objectspace.errors import ObjectSpaceError
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache
+from objectspace.spark.preflight import require_c_check
 from objectspace.spark.receipts import pack_receipt
 from objectspace.spark.routing import DUE_MARK
 
@@ -61,8 +62,11 @@ class _InstanceTask:
         inline_bytes: int = 0,
         *,
         hash_keys: bool = False,
+        require_c: bool = False,
     ) -> None:
         self.plan = plan
+        # Whether a task on the pure-Python collections fails (the driver runs on C).
+        self.require_c = require_c
         self.output_schema = output_schema
         # Instances to run in run_partition even without rows (timers or TTL due).
         self.due = due
@@ -271,6 +275,7 @@ class _InstanceTask:
         self, index: int, rows: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], Receipt | None, TaskStats]:
         """Run instance ``index`` over its rows: its output rows, receipt and stats."""
+        require_c_check(self.require_c)
         plan = self.plan
         started = time.perf_counter()
         stats = TaskStats(index=index)
