@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, urlparse
 
 from objectspace.collections import PersistedValue
 from objectspace.errors import ObjectSpaceError, StorageError
+from objectspace.spark.session import is_connect, job_description
 from objectspace.storage.urls import redact_text, redact_url
 
 if TYPE_CHECKING:
@@ -294,11 +295,12 @@ def _run_probe(
 def _executor_count(spark: Any) -> int:
     """How many executors the application has now (1 when that cannot be known, e.g.
     under Spark Connect)."""
-    try:
-        ids = spark.sparkContext._jsc.sc().getExecutorIds()
-        return max(1, int(ids.size()))
-    except Exception:
-        pass
+    if not is_connect(spark):
+        try:
+            ids = spark.sparkContext._jsc.sc().getExecutorIds()
+            return max(1, int(ids.size()))
+        except Exception:  # a session that cannot say: the configured count
+            pass
     try:
         return max(1, int(spark.conf.get("spark.executor.instances", "1")))
     except Exception:
@@ -306,9 +308,14 @@ def _executor_count(spark: Any) -> int:
 
 
 def _default_parallelism(spark: Any) -> int:
+    """The classic session's default parallelism; under Spark Connect the configured one,
+    else 2 (asking the server costs a Spark job, and the probe doubles its tasks until
+    every executor known answered anyway)."""
     try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:
+        if not is_connect(spark):
+            return int(spark.sparkContext.defaultParallelism)
+        return int(spark.conf.get("spark.default.parallelism", None) or 2)
+    except Exception:  # a session that cannot say
         return 2
 
 
@@ -318,12 +325,14 @@ def _probe_on_executors(
     """Run :func:`_probe_tasks` in ``tasks`` tasks spread over the executors."""
     schema = "host string, process long, folder string, reason string"
     probe = _Probe(tuple(tokens))
+    folders = ", ".join(folder for folder, _, _ in tokens)
     try:
-        rows = (
-            spark.range(0, tasks, 1, tasks)
-            .mapInArrow(lambda batches: probe(batches), schema)
-            .collect()
-        )
+        with job_description(spark, f"objectspace: storage probe ({folders})"):
+            rows = (
+                spark.range(0, tasks, 1, tasks)
+                .mapInArrow(lambda batches: probe(batches), schema)
+                .collect()
+            )
     except Exception as exc:
         text = str(exc)
         if "No module named 'objectspace'" in text:
