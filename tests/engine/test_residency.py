@@ -274,3 +274,49 @@ def test_timers_ttl_and_windows_under_a_tiny_budget(op: str, tmp_path: Any) -> N
         sum(s.timers_fired for s in bounded.stats) == sum(s.timers_fired for s in plain.stats) > 0
     )
     assert sum(s.objects_loaded for s in bounded.stats) > 0
+
+
+def test_local_stores_of_another_parallelism_are_deleted_unless_in_use(tmp_path: Any) -> None:
+    """After a rescale the stores of the old parallelism (and private folders of ended
+    processes) go, the first time a process opens the operator's stores at the new one; a
+    store another process holds stays."""
+    local = tmp_path / "local"
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = [[{"k": i, "x": 1, "t": b * 100 + i} for i in range(40)] for b in range(3)]
+
+    def run(parallelism: int, rows: list[list[dict[str, Any]]]) -> Any:
+        return simulate(
+            _count,
+            rows,
+            key="k",
+            order_by="t",
+            storage=storage,
+            parallelism=parallelism,
+            memory_budget=1,
+            local_dir=str(local),
+        )
+
+    def stores() -> set[str]:
+        return {p.name for p in local.iterdir() if p.suffix == ".db"}
+
+    run(2, batches[:1])
+    at_two = stores()
+    assert len(at_two) == 2 and {n.split("-")[1] for n in at_two} == {"2"}
+    (leftover,) = [n for n in at_two if n.endswith("-2-0.db")]
+    operator = leftover.split("-")[0]
+    (local / f"{operator}-2-1-abc123").mkdir()  # an ended process's private folder
+    held = LocalStore.open(str(local / leftover), b"held elsewhere")
+    assert held is not None
+    try:
+        sim = run(3, [[], *batches[1:2]])
+        assert [r["count"] for r in sorted(sim.outputs[-1], key=lambda r: r["k"])] == [2] * 40
+        names = stores()
+        assert {n.split("-")[1] for n in names} == {"2", "3"}
+        assert leftover in names  # held by another process: kept
+        assert not (local / f"{operator}-2-1-abc123").exists()
+    finally:
+        held.close()
+    sim = run(4, [[], [], *batches[2:]])
+    assert [r["count"] for r in sorted(sim.outputs[-1], key=lambda r: r["k"])] == [3] * 40
+    assert {n.split("-")[1] for n in stores()} == {"4"}
+    assert not [p for p in local.iterdir() if p.suffix == ".lock" and "-2-" in p.name]

@@ -193,6 +193,30 @@ class LocalStore:
             os.close(fd)
             raise
 
+    @staticmethod
+    def delete_unused(path: str) -> bool:
+        """Delete the store in ``path`` (its files and lock file) unless a process holds
+        it; whether it is gone."""
+        try:
+            fd = os.open(path + ".lock", os.O_RDWR)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            return False
+        if fd is not None and not _lock(fd):
+            os.close(fd)
+            return False
+        try:
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path + suffix)
+        except OSError:
+            return False
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return True
+
     def release(self) -> None:
         """Let another process open the file until :meth:`acquire` (the connection stays)."""
         if self._lock_fd is not None and self.locked:

@@ -135,6 +135,40 @@ def instance_identity(plan: TaskPlan, index: int, owner: bool = False) -> bytes:
     return hashlib.sha256(repr(parts).encode("utf-8")).digest()
 
 
+def _operator_digest(plan: TaskPlan) -> str:
+    """The start of a local store's file name: the operator whose instances it caches."""
+    info = plan.info
+    parts = (plan.storage.url, info.job, info.name, info.max_key_groups)
+    return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def _sweep(folder: str, operator: str, parallelism: int) -> list[str]:
+    """Delete the local stores of ``operator`` in ``folder`` at another parallelism than
+    ``parallelism``, and its private folders (``<store name>-<random>``), each unless a
+    process holds its lock; the names deleted."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    deleted = []
+    for name in names:
+        head, _, rest = name.partition("-")
+        if head != operator:
+            continue
+        p, _, tail = rest.partition("-")
+        if name.endswith(".db") and p.isdigit() and int(p) != parallelism:
+            path = os.path.join(folder, name)
+        elif os.path.isdir(os.path.join(folder, name)) and tail.count("-") == 1:
+            path = os.path.join(folder, name, "state.db")  # a private store's folder
+        else:
+            continue
+        if LocalStore.delete_unused(path):
+            if path.endswith("state.db"):
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+            deleted.append(name)
+    return deleted
+
+
 def _private_folder(path: str) -> bool:
     """Create ``path`` (mode 0700) if missing; whether it is a directory, not a link, owned
     by this user and closed to everyone else."""
@@ -194,6 +228,7 @@ class Residency:
         self.root = root
         self.instances: dict[tuple[str, ...], Instance] = {}
         self._private: list[str] = []
+        self._swept: set[tuple[str, int]] = set()
 
     def _folder(self, plan: TaskPlan) -> str:
         folder = self.root or plan.local_dir or default_local_dir()
@@ -206,10 +241,20 @@ class Residency:
 
     def _open(self, plan: TaskPlan, index: int) -> LocalStore:
         """Instance ``index``'s local store, locked for this process; a private one (a new
-        file, deleted on :meth:`close`) when another process holds it."""
+        file, deleted on :meth:`close`) when another process holds it.
+
+        A store is named ``<operator>-<parallelism>-<index>.db`` (``<operator>``: a digest
+        of the storage, job, operator and key groups). The first time this process opens
+        one of an operator at a parallelism, the stores of that operator at any other
+        parallelism (left by a run before a rescale) and private folders left by ended
+        processes are deleted, unless a process holds them."""
         folder = self._folder(plan)
         identity = instance_identity(plan, index)
-        name = identity.hex()[:40]
+        operator = _operator_digest(plan)
+        if (operator, plan.parallelism) not in self._swept:
+            self._swept.add((operator, plan.parallelism))
+            _sweep(folder, operator, plan.parallelism)
+        name = f"{operator}-{plan.parallelism}-{index}"
         store = LocalStore.open(os.path.join(folder, name + ".db"), identity)
         if store is None:
             path = tempfile.mkdtemp(prefix=f"{name}-", dir=folder)
