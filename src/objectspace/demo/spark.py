@@ -14,7 +14,8 @@
    the sink) against a plain Python run of the same pipeline. With ``--connect`` all of it
    runs through Spark Connect.
 5. The time stage (:mod:`objectspace.demo.timed`): sessions and a TTL'd set in event time,
-   with per batch the watermark, the timers fired and the entries expired.
+   with per batch the watermark, the timers fired and the entries expired, its output
+   checked against :func:`objectspace.testing.simulate`; through Spark Connect too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from objectspace import operators as ops
-from objectspace.demo.timed import run_time_stage
+from objectspace.demo.timed import BATCHES as TIME_BATCHES
+from objectspace.demo.timed import ParquetSink, run_time_stage
 from objectspace.keyed import KeyState
 
 __all__ = ["pipeline", "run_spark_demo"]
@@ -111,6 +113,7 @@ def run_spark_demo(
     *,
     connect: bool = False,
     spark: Any = None,
+    time_batches: int = TIME_BATCHES,
 ) -> int:
     """Run the demo; 0 when the output equals the plain Python run's.
 
@@ -118,12 +121,11 @@ def run_spark_demo(
     ("local[2]")``): the queries' ``foreachBatch`` functions run in the server's Python
     process, so the sink writes each batch's output to Parquet and this process reads the
     batches' statistics from the checkpoint catalog (:func:`objectspace.read_stats`),
-    as it does without Connect. ``spark``: a session to use (and leave running) instead
-    of starting one. The time stage runs on classic sessions only (its sink keeps the
-    output in the driver's memory)."""
+    as it does without Connect; so does the time stage, over ``time_batches`` minutes of
+    event time. ``spark``: a session to use (and leave running) instead of starting
+    one."""
     from objectspace.inspection.stats import read_stats
     from objectspace.spark import StatefulRunner, local_session
-    from objectspace.spark.session import is_connect
 
     started = time.perf_counter()
     work = tempfile.mkdtemp(prefix="objectspace-demo-")
@@ -138,7 +140,6 @@ def run_spark_demo(
             print(f"starting local Spark ({mode}) ...", flush=True)
             spark = local_session("local[2]", connect=connect)
             print(f"  Spark {spark.version} up in {time.perf_counter() - started:.1f} s")
-        remote = is_connect(spark)
         events_dir = os.path.join(work, "events")
         output_dir = os.path.join(work, "output")
         os.makedirs(events_dir)
@@ -175,7 +176,7 @@ def run_spark_demo(
                 spark.readStream.schema(schema)
                 .option("maxFilesPerTrigger", 1)
                 .json(events_dir)
-                .writeStream.foreachBatch(runner.foreach_batch(_ParquetSink(output_dir)))
+                .writeStream.foreachBatch(runner.foreach_batch(ParquetSink(output_dir)))
                 .option("checkpointLocation", checkpoint_dir)
                 .trigger(availableNow=True)
                 .start()
@@ -244,26 +245,10 @@ def run_spark_demo(
         print(f"  checkpoints retained: {runner.job.checkpoints()}")
         same = produced == expected
         print(f"  output equals a plain Python run of the same pipeline: {'yes' if same else 'NO'}")
-        timed_ok = True
-        if remote:
-            print("\n  (the time stage runs on a classic session only)")
-        else:
-            timed_ok = run_time_stage(spark, work)
+        timed_ok = run_time_stage(spark, work, time_batches)
         print(f"\n  wall time: {time.perf_counter() - started:.1f} s")
         if own_session:
             spark.stop()
         return 0 if same and timed_ok else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-class _ParquetSink:
-    """The queries' sink: each batch's output to its own Parquet folder (``batch=<id>``),
-    replaced when the batch is replayed. It runs where the runner runs (the driver, or the
-    Spark Connect server's Python process), so it keeps nothing in memory."""
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-
-    def __call__(self, out: Any, batch_id: int) -> None:
-        out.write.mode("overwrite").parquet(os.path.join(self.folder, f"batch={batch_id}"))

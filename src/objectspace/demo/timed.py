@@ -7,9 +7,13 @@ arriving up to 20 seconds out of order, some of them later than that), run by
 of 20 seconds through :func:`pipeline`: ``session_window("2 minutes")`` (a timer per open
 session, fired when the watermark passes its end) and ``distinct(by="page",
 ttl="3 minutes")`` (a TTL'd set: a page is new again 3 minutes after it was last new).
-Per batch it prints the watermark, the late rows dropped, the timers fired, the entries
-expired and the bytes written; at the end it checks the output against
-:func:`objectspace.testing.simulate` run over the same batches.
+The sink (:class:`ParquetSink`) writes each batch's output to Parquet, so the stage runs
+the same on a classic session and through Spark Connect (where the runner runs in the
+server's Python process). Per batch it prints the watermark, the late rows dropped, the
+timers fired, the entries expired (from the statistics committed with each checkpoint,
+:func:`objectspace.read_stats`), the sessions closed (from the Parquet output) and the
+bytes written; at the end it checks the output against :func:`objectspace.testing.simulate`
+run over the same batches.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from typing import Any
 from objectspace import operators as ops
 from objectspace.keyed import KeyState, from_ms, to_ms
 
-__all__ = ["pipeline", "run_time_stage"]
+__all__ = ["ParquetSink", "pipeline", "run_time_stage"]
 
 USERS = 500
 BATCHES = 12
 PAGES = ("home", "search", "item", "cart", "checkout", "help")
 OUTPUT_SCHEMA = "user long, what string, start timestamp, end timestamp, clicks long, page string"
 START = datetime(2026, 1, 1, tzinfo=UTC)
+JOB = "demo-time"
 
 _sessions = ops.session_window("2 minutes", value="v", aggs=("count",))
 _new_pages = ops.distinct(by="page", ttl="3 minutes")
@@ -91,7 +96,15 @@ def events(rng: random.Random, batches: int = BATCHES) -> list[list[dict[str, An
 
 def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
     """Run the stage on ``spark`` with its files under ``work``; True if the output equals
-    ``simulate``'s."""
+    ``simulate``'s.
+
+    The same on a classic session and through Spark Connect, where the query's
+    ``foreachBatch`` function (and so the runner) runs in the server's Python process: the
+    sink writes each batch's output to Parquet under ``work``, and this process reads the
+    outputs back with ``spark.read.parquet`` and each batch's statistics from the
+    checkpoint catalog (:func:`objectspace.read_stats`), never from its own copy of the
+    runner."""
+    from objectspace.inspection.stats import read_stats
     from objectspace.spark import StatefulRunner
     from objectspace.testing import simulate
 
@@ -102,6 +115,7 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
     )
     all_events = events(random.Random(12), batches)
     folder = os.path.join(work, "clicks")
+    output = os.path.join(work, "time-output")
     os.makedirs(folder)
     for b, rows in enumerate(all_events):
         path = os.path.join(folder, f"clicks-{b:04d}.json")
@@ -116,45 +130,45 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
         "watermark_delay": "20 seconds",
         "on_timer": on_timer,
     }
+    storage = f"sqlite:///{work}/time.db"
     runner = StatefulRunner(
         pipeline,
         output_schema=OUTPUT_SCHEMA,
-        storage=f"sqlite:///{work}/time.db",
-        job="demo-time",
+        storage=storage,
+        job=JOB,
         operator="sessions",
         max_key_groups=128,
         parallelism=3,
         **options,
     )
-    produced: list[tuple[Any, ...]] = []
-
-    def sink(df: Any, batch_id: int) -> None:
-        rows = df.collect()
-        produced.extend(_key(r.asDict()) for r in rows)
-        s = runner.last_batch
-        assert s is not None
-        wm = "-" if s.watermark is None else from_ms(s.watermark).strftime("%H:%M:%S")
-        print(
-            f"  batch {batch_id:>2}  watermark {wm:>8}  rows {s.rows_in:>4}  "
-            f"late {s.rows_late:>3}  timers fired {s.timers_fired:>4}  "
-            f"entries expired {s.entries_expired:>4}  "
-            f"sessions {sum(r['what'] == 'session' for r in rows):>4}  "
-            f"state written {s.bytes_written / 1024:6.1f} KiB",
-            flush=True,
-        )
-
     started = time.perf_counter()
     query = (
         spark.readStream.schema("user long, ts timestamp, v double, page string")
         .option("maxFilesPerTrigger", 1)
         .json(folder)
-        .writeStream.foreachBatch(runner.foreach_batch(sink))
+        .writeStream.foreachBatch(runner.foreach_batch(ParquetSink(output)))
         .option("checkpointLocation", os.path.join(work, "time-checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
     runner.close()
+    by_batch: dict[int, list[tuple[Any, ...]]] = {}
+    for row in spark.read.parquet(output).collect():
+        record = row.asDict()
+        by_batch.setdefault(record.pop("batch"), []).append(_key(record))
+    for s in read_stats(storage, JOB):
+        wm = "-" if s.watermark is None else from_ms(s.watermark).strftime("%H:%M:%S")
+        sessions = sum(p[1] == "session" for p in by_batch.get(s.checkpoint_id, ()))
+        print(
+            f"  batch {s.checkpoint_id:>2}  watermark {wm:>8}  rows {s.rows_in:>4}  "
+            f"late {s.rows_late:>3}  timers fired {s.timers_fired:>4}  "
+            f"entries expired {s.entries_expired:>4}  "
+            f"sessions {sessions:>4}  "
+            f"state written {s.bytes_written / 1024:6.1f} KiB",
+            flush=True,
+        )
+    produced = [p for rows in by_batch.values() for p in rows]
     sim = simulate(pipeline, all_events, **options)
     expected = sorted((_key(r) for out in sim.outputs for r in out), key=repr)
     sim.close()
@@ -166,6 +180,20 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
         f"{'yes' if same else 'NO'}"
     )
     return same
+
+
+class ParquetSink:
+    """A ``foreachBatch`` sink that writes each batch's output to its own Parquet folder
+    under ``folder`` (``batch=<id>``, so reading ``folder`` gives a ``batch`` column),
+    replaced when the batch is replayed. It runs where the runner runs (the driver, or
+    the Spark Connect server's Python process), so it keeps nothing in memory."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def __call__(self, out: Any, batch_id: int) -> None:
+        """Write ``out``, batch ``batch_id``'s output (an empty batch writes its schema)."""
+        out.write.mode("overwrite").parquet(os.path.join(self.folder, f"batch={batch_id}"))
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
