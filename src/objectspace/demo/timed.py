@@ -29,7 +29,7 @@ from typing import Any
 from objectspace import operators as ops
 from objectspace.keyed import KeyState, from_ms, to_ms
 
-__all__ = ["ParquetSink", "pipeline", "run_time_stage"]
+__all__ = ["OPTIONS", "ParquetSink", "events", "pipeline", "run_time_stage"]
 
 USERS = 500
 BATCHES = 12
@@ -58,6 +58,18 @@ def on_timer(key: Any, when: datetime, state: KeyState) -> Iterable[Mapping[str,
             "end": row["end"],
             "clicks": row["count"],
         }
+
+
+OPTIONS: Mapping[str, Any] = {
+    "key": "user",
+    "order_by": "ts",
+    "time_mode": "event",
+    "event_time": "ts",
+    "watermark_delay": "20 seconds",
+    "on_timer": on_timer,
+}
+"""The stage's keyword arguments of :class:`~objectspace.spark.StatefulRunner` and of
+:func:`~objectspace.testing.simulate`, which its output is checked against."""
 
 
 def _utc(t: Any) -> datetime:
@@ -122,14 +134,6 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
         with open(path, "w") as fh:
             fh.writelines(json.dumps({**r, "ts": r["ts"].isoformat()}) + "\n" for r in rows)
         os.utime(path, (1_700_000_000 + b, 1_700_000_000 + b))
-    options: dict[str, Any] = {
-        "key": "user",
-        "order_by": "ts",
-        "time_mode": "event",
-        "event_time": "ts",
-        "watermark_delay": "20 seconds",
-        "on_timer": on_timer,
-    }
     storage = f"sqlite:///{work}/time.db"
     runner = StatefulRunner(
         pipeline,
@@ -139,7 +143,7 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
         operator="sessions",
         max_key_groups=128,
         parallelism=3,
-        **options,
+        **OPTIONS,
     )
     started = time.perf_counter()
     query = (
@@ -169,7 +173,7 @@ def run_time_stage(spark: Any, work: str, batches: int = BATCHES) -> bool:
             flush=True,
         )
     produced = [p for rows in by_batch.values() for p in rows]
-    sim = simulate(pipeline, all_events, **options)
+    sim = simulate(pipeline, all_events, **OPTIONS)
     expected = sorted((_key(r) for out in sim.outputs for r in out), key=repr)
     sim.close()
     same = sorted(produced, key=repr) == expected
