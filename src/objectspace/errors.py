@@ -6,12 +6,14 @@ __all__ = [
     "CheckpointConflictError",
     "CheckpointError",
     "CorruptStateError",
+    "DeploymentError",
     "ObjectDeletedError",
     "ObjectExistsError",
     "ObjectSpaceError",
     "ReservedColumnError",
     "SerializationError",
     "StorageError",
+    "StorageNotSharedError",
     "TimeError",
     "WrongKindError",
 ]
@@ -63,3 +65,13 @@ class TimeError(ObjectSpaceError, ValueError):
 class CheckpointConflictError(CheckpointError):
     """Raised when another driver (or writer epoch) committed the checkpoint, or fenced the
     job, so that a commit would build on state the store does not hold."""
+
+
+class DeploymentError(ObjectSpaceError):
+    """Raised when the executors cannot run objectspace as the driver asked: the C extension
+    is not what runs there, or objectspace is not installed there at all."""
+
+
+class StorageNotSharedError(StorageError):
+    """Raised when a query on a cluster is given storage its executors cannot all reach:
+    ``memory://``, or a ``sqlite:///`` or ``file://`` path an executor does not see."""

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlparse
 
 from objectspace.collections import PersistedValue
-from objectspace.errors import ObjectSpaceError, StorageError
+from objectspace.errors import DeploymentError, StorageError, StorageNotSharedError
 from objectspace.spark.session import is_connect, job_description
 from objectspace.storage.urls import redact_text, redact_url
 
@@ -75,16 +75,6 @@ _RELATIVE = (
     "; the path is relative, and each executor resolves it against its own working "
     "directory, not the driver's"
 )
-
-
-class DeploymentError(ObjectSpaceError):
-    """Raised when the executors cannot run objectspace as the driver asked: the C extension
-    is not what runs there, or objectspace is not installed there at all."""
-
-
-class StorageNotSharedError(StorageError):
-    """Raised when a query on a cluster is given storage its executors cannot all reach:
-    ``memory://``, or a ``sqlite:///`` or ``file://`` path an executor does not see."""
 
 
 # -- the C extension ---------------------------------------------------------------------------
