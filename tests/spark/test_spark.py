@@ -520,7 +520,8 @@ def test_small_saves_travel_with_the_receipts(spark: Any, tmp_path: Any) -> None
         for n, batch in enumerate(batches):
             runner.process(to_df(spark, batch), n)
         backend: Any = runner.storage.backend
-        files[budget] = len(backend.segments())
+        # The operator's own files (its batch statistics, operator sum7#stats, have theirs).
+        files[budget] = len([s for s in backend.segments() if "/staged/sum7/" in s[0]])
         assert dump_state(url, "staged", "sum7") == simulate(sum7, batches)[1]
         runner.close()
     assert files[1 << 20] == len(batches)
@@ -604,7 +605,8 @@ def test_a_second_operator_in_one_job_is_refused(spark: Any, tmp_path: Any) -> N
         got = df_rows(take.process(to_df(spark, rows), n))
         assert got == dict_rows(expected_take[n], INPUT_COLUMNS), f"take, batch {n}"
     take.close()
-    assert [o.name for o in osp.open_storage(url).job("pipeline").operators()] == ["take"]
+    names = [o.name for o in osp.open_storage(url).job("pipeline").operators()]
+    assert names == ["take", "take#stats"]  # the operator and its batch statistics
     assert dump_state(url, "pipeline", "take") == simulate(ops.take(5), batches)[1]
 
 
