@@ -191,6 +191,7 @@ def simulate(
                 )
             residency = Residency(budget, local_dir)
             stack.callback(residency.close)
+        stack.enter_context(fewer_collections())  # as a worker runs its tasks
         for i, rows in enumerate(all_rows):
             p = _parallelism_of(parallelism, i)
             at = None if times is None else times[i]
@@ -245,19 +246,6 @@ def _run_batch(
     """One attempt of one batch, as ``StatefulRunner.process`` runs it, its instances one
     after the other in this process; committed when ``commit`` (and not a replay of a
     committed checkpoint)."""
-    with fewer_collections():
-        return _attempt(driver, rows, checkpoint_id, parallelism, batch_time, residency, commit)
-
-
-def _attempt(
-    driver: BatchDriver,
-    rows: list[Row],
-    checkpoint_id: int,
-    parallelism: int,
-    batch_time: int | None,
-    residency: Residency | None,
-    commit: bool,
-) -> tuple[list[Row], BatchStats]:
     plan = driver.begin(
         checkpoint_id,
         parallelism,

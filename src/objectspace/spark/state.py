@@ -26,6 +26,7 @@ from objectspace.checkpoint import CompactionPolicy, Job, Operator, Storage
 from objectspace.inspection import (
     find_operator,
     open_existing,
+    parquet_schema,
     resolve_checkpoint,
     serializer_named,
     slices,
@@ -98,17 +99,7 @@ class _ReadSlices:
 
 
 def _arrow_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            pa.field("key_group", pa.int32(), nullable=False),
-            pa.field("object_id", pa.string(), nullable=False),
-            pa.field("kind", pa.string(), nullable=False),
-            pa.field("slot", pa.string()),
-            pa.field("value", pa.string()),
-        ]
-    )
+    return parquet_schema()  # the rows of an export
 
 
 def _record_batch(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:

@@ -240,10 +240,11 @@ class SegmentBackend(CatalogDelegate):
     ) -> bool:
         """:meth:`Backend.commit`: the segment files of ``write_ids`` (instances' saves,
         written without a sync) are synced, together: one file-system journal commit for
-        all of them, where a sync per save paid one each. Then staged writes are published,
-        one segment file per operator (reserved in the catalog before it is written, so the
-        GC collects it should the commit fail), and recorded and committed in one catalog
-        transaction."""
+        all of them, where a sync per save paid one each. Then the staged writes are
+        published, every operator's in one segment file (in the folder of the first
+        operator by name; reserved in the catalog before it is written, so the GC collects
+        it should the commit fail: a file per operator cost a file and its syncs each), and
+        recorded and committed in one catalog transaction."""
         if write_ids and self.fsync and self.local:
             self._sync_segments(self.catalog.segments_of(write_ids), checkpoint_id)
         if not staged:
@@ -251,12 +252,17 @@ class SegmentBackend(CatalogDelegate):
         by_operator: dict[str, list[StagedWrite]] = {}
         for write in staged:
             by_operator.setdefault(write.operator, []).append(write)
+        order = sorted(by_operator.items())
+        path = self._path(job, order[0][0], checkpoint_id, f"commit{epoch}")
+        segment_id = self.catalog.reserve_segment(path)
+        size, offsets = self._publish(
+            self._full(path), [w.block for _, writes in order for w in writes]
+        )
         placements: dict[str, SegmentPlacement] = {}
-        for operator, writes in sorted(by_operator.items()):
-            path = self._path(job, operator, checkpoint_id, f"commit{epoch}")
-            segment_id = self.catalog.reserve_segment(path)
-            size, offsets = self._publish(self._full(path), [w.block for w in writes])
-            placements[operator] = ((segment_id, path), size, offsets)
+        first = 0
+        for operator, writes in order:
+            placements[operator] = ((segment_id, path), size, offsets[first : first + len(writes)])
+            first += len(writes)
         return self.catalog.commit(
             job, checkpoint_id, base, write_ids, parallelism, epoch, staged, segments=placements
         )
