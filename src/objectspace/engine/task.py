@@ -139,6 +139,14 @@ def run_instance(
     Keys run by key group, then by ``repr(key)``; each key gets its rows in ``order_by``
     order, and its output rows follow in the order the function yields them, key columns
     filled in where missing.
+
+    A function with ``run_group(space, keys, clock)`` (``keys``: the key group's ``(key
+    state prefix, key, rows)`` in that order; returns ``(key, output rows)`` pairs) gets a
+    key group's keys in one call, and with ``fire_group(space, now, clock)`` (returns the
+    timers fired and ``(key, output rows)`` pairs) fires the key group's due timers
+    itself, unless the runner has its own ``on_timer``. Both must do exactly what calling
+    the function key by key and firing its timers one by one would (``session_window``
+    does so, without an object per key).
     """
     with fewer_collections():
         return _run_instance(plan, instance, groups, stats, restore)
@@ -211,23 +219,51 @@ def _run_instance(
         [(key_group, repr(key), key, key_rows) for (key_group, key), key_rows in groups.items()],
         key=_GROUP_AND_REPR,
     )
+    # An operator that runs a key group's keys at once (``run_group``, ``fire_group``: see
+    # GroupOperator) gets them so, unless the runner's own on_timer takes its timers.
+    by_group = None
+    fire_group = None
+    if timing is None or timing.options.on_timer is None:
+        by_group = getattr(fn, "run_group", None)
+        fire_group = getattr(fn, "fire_group", None)
     key_space = None
     space_group = None
+    batch: list[tuple[str, Any, list[Row]]] = []
     for key_group, text, key, key_rows in ordered:
         if len(key_rows) > 1:
             order_rows(key_rows, order_columns)
         if key_group != space_group:
+            if batch:
+                assert by_group is not None and key_space is not None
+                for one_key, produced in by_group(key_space, batch, clock):
+                    emit(one_key, produced)
+                batch = []
             t0 = time.perf_counter()
             key_space = instance.space(key_group)
             restore += time.perf_counter() - t0
             space_group = key_group
         assert key_space is not None
+        if by_group is not None:
+            batch.append((prefix_of_repr(text), key, key_rows))
+            continue
         produced = fn(key, key_rows, KeyState(key_space, prefix_of_repr(text), key, (), clock))
         if type(produced) is not list or produced:
             emit(key, produced)
+    if batch:
+        assert by_group is not None and key_space is not None
+        for one_key, produced in by_group(key_space, batch, clock):
+            emit(one_key, produced)
     if timing is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
+            if fire_group is not None:
+                fired, outputs = fire_group(space, now, clock)
+                stats.timers_fired += fired
+                for one_key, produced in outputs:
+                    emit(one_key, produced)
+                due = earliest(space)
+                stats.deadlines.append([key_group] if due is None else [key_group, due])
+                continue
             for when, prefix, key, path in expired_timers(space, now):
                 stats.timers_fired += 1
                 # A timer of the key's own state holds the key's prefix: no repr of the key.

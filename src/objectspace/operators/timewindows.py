@@ -15,10 +15,11 @@ registration.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
 from objectspace.collections import PersistedSortedDict
-from objectspace.keyed import KeyState, from_ms, shared_dict, to_ms
+from objectspace.keyed import Clock, KeyRef, KeyState, Timers, expired_timers, from_ms, shared_dict
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -30,6 +31,7 @@ from objectspace.operators._base import (
     _row_times,
     _TimedOperator,
 )
+from objectspace.space import ObjectSpace
 
 __all__ = ["session_window", "sliding_window", "tumbling_window"]
 
@@ -129,14 +131,75 @@ class _SessionWindow(_TimeWindowed):
         return event_ms + self.gap
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
-        gap = self.gap
         sessions, prefix = shared_dict(state, _SESSIONS)
+        before = _open_sessions(state, sessions, prefix)
+        self._update(sessions, prefix, before, rows, _row_times(self, state, rows), state)
+        return []
+
+    def run_group(
+        self, space: ObjectSpace, keys: list[tuple[str, Any, list[Row]]], clock: Clock | None
+    ) -> list[tuple[Any, list[Row]]]:
+        """Every key of one key group with rows, ``(prefix, key, rows)`` in the order the
+        runner calls them: what calling the operator key by key does (the same state, the
+        same timers, no output), without a key state object, a shared-dict lookup or a
+        time conversion per key. A key the fast path cannot take (state of older stores, a
+        time that is not an int of epoch ms) goes through :meth:`__call__`."""
+        column = None if clock is None or clock.mode != "event" else self.time or clock.event_time
+        if column is None:
+            for prefix, key, rows in keys:
+                self(key, rows, KeyState(space, prefix, key, (), clock))
+            return []
+        sessions = shared_dict(KeyRef(space, ""), _SESSIONS)[0]
+        data = sessions._data
+        between = sessions._between
+        update = self._update
+        for prefix, key, rows in keys:
+            times: list[Any] = [row.get(column) for row in rows]
+            if not all(type(t) is int for t in times) or prefix + _LEGACY in space:
+                self(key, rows, KeyState(space, prefix, key, (), clock))
+                continue
+            found = between((prefix,), (prefix + "\x00",))
+            before = _expand(data, found) if found else {}
+            update(sessions, prefix, before, rows, times, KeyRef(space, prefix, key, (), clock))
+        return []
+
+    def _update(
+        self,
+        sessions: PersistedSortedDict,
+        prefix: str,
+        before: dict[int, list[Any]],
+        rows: list[Row],
+        times: list[int],
+        ref: KeyRef,
+    ) -> None:
+        """Add ``rows`` (at ``times``) to the key's open sessions ``before`` (start ->
+        [end, count, sum, min, max]), write back what changed and keep the key's timer."""
+        gap = self.gap
+        add = self._add
+        short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
+        if not before and _ascending(times):
+            # No open session and the rows in time order (the common case): each row joins
+            # the last session or opens the next, as the general merge below would.
+            entry: list[Any] = []
+            start = 0
+            first = None
+            for row, t in zip(rows, times, strict=True):
+                if not entry or t > entry[0]:
+                    if entry:
+                        sessions[(prefix, start)] = _stored(entry, start, short)
+                        if first is None:
+                            first = entry[0]
+                    start = t
+                    entry = [t + gap, 0, 0, None, None]
+                else:
+                    entry[0] = t + gap
+                add(entry, 1, row)
+            sessions[(prefix, start)] = _stored(entry, start, short)
+            Timers(ref).register(entry[0] if first is None else first)
+            return
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
-        before = _open_sessions(state, sessions, prefix)
-        times = _row_times(self, state, rows)
         open_ = {s: e.copy() for s, e in before.items()} if before else {}
-        add = self._add
         for row, t in zip(rows, times, strict=True):
             reach = t + gap
             # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
@@ -164,33 +227,28 @@ class _SessionWindow(_TimeWindowed):
         if before:
             for s in before.keys() - open_.keys():
                 del sessions[(prefix, s)]
-        short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
         for s, entry in open_.items():
             if before.get(s) != entry:
-                sessions[(prefix, s)] = (
-                    [entry[0] - s, entry[1], entry[2]] if short else [entry[0] - s, *entry[1:]]
-                )
+                sessions[(prefix, s)] = _stored(entry, s, short)
         if open_:
             first = _earliest_end(open_)
             if not before:
                 # No open session before: no timer is armed (the last one fired, or none).
-                state.timers.register(first)
+                Timers(ref).register(first)
             elif first < _earliest_end(before):
                 # An earlier session than the armed timer (at or before the old earliest
                 # end) may cover: re-arm. Otherwise the armed timer still comes first.
-                self._arm(state, first)
-        return []
+                self._arm(Timers(ref), first)
 
     @staticmethod
-    def _arm(state: KeyState, first: int | None) -> None:
+    def _arm(timers: Timers, first: int) -> None:
         """Keep one timer at or before the earliest session end ``first``.
 
         A session that grows keeps its timer: when it fires early, :meth:`_on_timer_ms` arms
         the next one. So a batch that extends a session writes its dict entry only, not a
         timer delete and register each time its end moves."""
-        timers = state.timers
-        armed = [to_ms(t) for t in timers.list()]
-        if first is None or (armed and armed[0] <= first):
+        armed = timers._times()
+        if armed and armed[0] <= first:
             return
         for t in armed:
             timers.delete(t)
@@ -200,10 +258,57 @@ class _SessionWindow(_TimeWindowed):
         """Emit (and forget) the key's sessions that the watermark reached (end at or before
         it), and arm the timer of the next one."""
         sessions, prefix = shared_dict(state, _SESSIONS)
-        open_ = _open_sessions(state, sessions, prefix)
+        return self._fire(sessions, _open_sessions(state, sessions, prefix), when, state)
+
+    def fire_group(
+        self, space: ObjectSpace, now: int | None, clock: Clock | None
+    ) -> tuple[int, list[tuple[Any, list[Row]]]]:
+        """Fire the timers of one key group due at ``now``, as the runner fires them one by
+        one through :meth:`handle_timer` (the same order, state and output): the number
+        fired and each fired key's output rows. A timer of a nested namespace or a key with
+        older stores' state goes through :meth:`handle_timer`."""
+        fired = 0
+        out: list[tuple[Any, list[Row]]] = []
+        sessions = None
+        data: Any = None
+        clock_now = None if clock is None else clock.now
+        for when, prefix, key, names in expired_timers(space, now):
+            fired += 1
+            if names or prefix + _LEGACY in space:
+                rows = self.handle_timer(key, names, when, KeyState(space, prefix, key, (), clock))
+            else:
+                if sessions is None:
+                    sessions = shared_dict(KeyRef(space, ""), _SESSIONS)[0]
+                    data = sessions._data
+                found = sessions._between((prefix,), (prefix + "\x00",))
+                if not found:
+                    continue
+                if len(found) == 1:
+                    # The key's one session (the common case): emitted from its stored
+                    # entry [length, count, sum(, min, max)] when it ended, else re-armed.
+                    at = found[0]
+                    stored = data[at]
+                    start = at[1]
+                    end = start + stored[0]
+                    if end <= (when if clock_now is None or when > clock_now else clock_now):
+                        del sessions[at]
+                        out.append((key, [self._row(start, end, stored, 1)]))
+                    else:
+                        Timers(KeyRef(space, prefix, key, (), clock)).register(end)
+                    continue
+                ref = KeyRef(space, prefix, key, (), clock)
+                rows = self._fire(sessions, _expand(data, found), when, ref)
+            if rows:
+                out.append((key, rows))
+        return fired, out
+
+    def _fire(
+        self, sessions: PersistedSortedDict, open_: dict[int, list[Any]], when: int, ref: KeyRef
+    ) -> list[Row]:
         if not open_:
             return []
-        clock = state.clock
+        prefix = ref.prefix
+        clock = ref.clock
         now = when if clock is None or clock.now is None else max(clock.now, when)
         ended = [s for s, e in open_.items() if e[0] <= now]
         if len(ended) > 1:
@@ -215,7 +320,7 @@ class _SessionWindow(_TimeWindowed):
             out.append(self._row(start, entry[0], entry, 1))
         if open_:
             # The timer that fired was the key's only one: arm the next.
-            state.timers.register(_earliest_end(open_))
+            Timers(ref).register(_earliest_end(open_))
         return out
 
 
@@ -244,16 +349,37 @@ def _open_sessions(
         for start, entry in state.dict(_LEGACY).items():
             sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
         state.delete(_LEGACY)
-    found = {}
-    data = sessions._data
-    for at in sessions._between((prefix,), (prefix + "\x00",)):
+    found = sessions._between((prefix,), (prefix + "\x00",))
+    return _expand(sessions._data, found) if found else {}
+
+
+def _expand(data: Any, found: list[tuple[str, int]]) -> dict[int, list[Any]]:
+    """The sessions at keys ``found`` of the shared dict's ``data``: start -> [end, count,
+    sum, min, max]."""
+    out = {}
+    for at in found:
         entry = data[at]
         start = at[1]
         if len(entry) == 3:
-            found[start] = [start + entry[0], entry[1], entry[2], None, None]
+            out[start] = [start + entry[0], entry[1], entry[2], None, None]
         else:
-            found[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
-    return found
+            out[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
+    return out
+
+
+def _ascending(times: list[int]) -> bool:
+    n = len(times)
+    if n < 3:
+        return n < 2 or times[0] <= times[1]
+    return all(a <= b for a, b in pairwise(times))
+
+
+def _stored(entry: list[Any], start: int, short: bool) -> list[Any]:
+    """What the shared dict keeps of session ``entry`` (start -> [end, count, sum, min,
+    max]): ``[end - start, count, sum]``, with ``min, max`` unless ``short``."""
+    if short:
+        return [entry[0] - start, entry[1], entry[2]]
+    return [entry[0] - start, *entry[1:]]
 
 
 def session_window(
