@@ -16,6 +16,7 @@ Wall time covers the whole run (opening the store, creating the buffers, every e
 every checkpoint), median of 7 runs. Targets: <= 4 MB written on SQLite, < 1 s wall.
 
     .venv/bin/python -m benchmarks.bench_buffer [--quick] [--no-record] [--profile]
+    .venv/bin/python -m benchmarks.bench_buffer --growth-only [KEYS ...]  # CPU per event
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -187,9 +189,11 @@ def on_volume(run: Callable[[str], RunResult], label: str) -> RunResult:
     return result
 
 
-def growth_series(key_counts: Sequence[int], checkpoints: int = 20) -> list[list[str]]:
-    """The core workload on SQLiteStore at several state sizes: disk bytes per event (median
-    of 3 runs up to 10,000 keys, one run above)."""
+def growth_series(
+    key_counts: Sequence[int], checkpoints: int = 20, repeats_above: int = 1
+) -> list[list[str]]:
+    """The core workload on SQLiteStore at several state sizes: disk bytes and CPU per
+    event (median of 3 runs up to 10,000 keys, ``repeats_above`` runs above)."""
     rows = []
     for n in key_counts:
         keys = [f"buf/{k}" for k in range(n)]
@@ -204,7 +208,7 @@ def growth_series(key_counts: Sequence[int], checkpoints: int = 20) -> list[list
                 ),
                 label=f"growth-{n}",
             )
-            for _ in range(GROWTH_REPEATS if n <= 10_000 else 1)
+            for _ in range(GROWTH_REPEATS if n <= 10_000 else repeats_above)
         ]
         result = _median_run(runs)
         count = n * checkpoints * EVENTS_PER_KEY
@@ -217,6 +221,8 @@ def growth_series(key_counts: Sequence[int], checkpoints: int = 20) -> list[list
                 f"{(result.disk_bytes or 0) / count:.1f}",
                 f"{result.bytes_written / count:.1f}",
                 fmt_ms(result.seconds),
+                f"{result.cpu_seconds / count * 1e6:.2f}",
+                " / ".join(f"{r.cpu_seconds / count * 1e6:.2f}" for r in runs),
             ]
         )
         print(rows[-1], flush=True)
@@ -236,7 +242,33 @@ def _median_run(runs: list[RunResult]) -> RunResult:
     return chosen
 
 
+def growth_only(argv: Sequence[str]) -> None:
+    """``--growth-only``: the growth series alone, 3 runs at every size (the cost per event
+    at 1,000 and 100,000 keys side by side)."""
+    counts = [int(n) for n in argv] or [1_000, 10_000, 100_000]
+    print(f"Growth: SQLiteStore, {GROWTH_CHECKPOINTS} checkpoints, {EVENTS_PER_KEY} events per key")
+    rows = growth_series(counts, GROWTH_CHECKPOINTS, repeats_above=GROWTH_REPEATS)
+    print_table(
+        [
+            "keys",
+            "events",
+            "logical bytes",
+            "bytes at the disk",
+            "disk bytes per event",
+            "logical bytes per event",
+            "wall",
+            "CPU us per event (median)",
+            "each run",
+        ],
+        rows,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "--growth-only":
+        growth_only(argv[1:])
+        return
     args = parse_args(__doc__.splitlines()[0], argv)
     keys_n = 100 if args.quick else KEYS
     repeats = 1 if args.quick else REPEATS
@@ -393,6 +425,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "disk bytes per event",
             "logical bytes per event",
             "wall",
+            "CPU us per event (median)",
+            "each run",
         ],
         growth_rows,
     )

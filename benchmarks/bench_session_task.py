@@ -8,7 +8,7 @@ process CPU time of the tasks alone (``time.process_time``, summed over the batc
 the median of ``--repeat`` runs, with the tasks' own restore / process / save split::
 
     .venv/bin/python -m benchmarks.bench_session_task [--users N] [--batches N]
-        [--repeat N] [--storage sqlite|segments|memory] [--profile FILE]
+        [--repeat N] [--storage sqlite|segments|memory] [--profile FILE] [--function]
 
 It checks the sessions it emits against ``bench_sessions``' plain Python reference.
 """
@@ -25,7 +25,7 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from benchmarks.bench_sessions import GAP_MS, Workload, write_input
+from benchmarks.bench_sessions import GAP_MS, UserSessions, Workload, write_input
 
 
 def _read_batches(folder: str) -> list[Any]:
@@ -58,7 +58,9 @@ def _output_schema() -> Any:
     )
 
 
-def run_once(batches: list[Any], url: str, profile: cProfile.Profile | None) -> dict[str, Any]:
+def run_once(
+    batches: list[Any], url: str, profile: cProfile.Profile | None, function: bool = False
+) -> dict[str, Any]:
     """One run of every batch; the CPU seconds of the tasks and what they emitted."""
     import pyarrow as pa
 
@@ -75,7 +77,11 @@ def run_once(batches: list[Any], url: str, profile: cProfile.Profile | None) -> 
     operator = job.operator("sessions", 128)
     job.fence()
     options = TimeOptions.of("event", "tsm", "0 seconds", "drop", None)
-    fn = ops.session_window("2 minutes", value="v", aggs=("count", "sum"))
+    fn: Any = (
+        UserSessions()
+        if function
+        else ops.session_window("2 minutes", value="v", aggs=("count", "sum"))
+    )
     schema = _output_schema()
     driver = BatchDriver(
         operator,
@@ -143,6 +149,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--storage", choices=("sqlite", "segments", "memory"), default="sqlite")
     parser.add_argument("--profile", help="write a cProfile of the tasks (all runs) here")
+    parser.add_argument(
+        "--function",
+        action="store_true",
+        help="run bench_sessions' user function (state.value, timers) instead of session_window",
+    )
     args = parser.parse_args()
     import objectspace
 
@@ -168,7 +179,7 @@ def main() -> None:
                 url = f"file://{folder}/seg?" + urlencode({"catalog": f"sqlite:///{folder}/cat.db"})
             else:
                 url = f"memory://bench-session-task-{i}-{secrets.token_hex(4)}"
-            res = run_once(batches, url, profile)
+            res = run_once(batches, url, profile, args.function)
             if res["sessions"] != expected:
                 raise SystemExit(
                     f"run {i}: {len(res['sessions'])} sessions, "

@@ -8,6 +8,9 @@ sessionization of the input:
   :func:`objectspace.operators.session_window` (``time_mode="event"``, ``event_time`` the
   long epoch-ms column, watermark delay 0) on ``sqlite:///`` storage, in ``foreachBatch``.
 * ``segments``: the same with ``file://`` segment files and a SQLite catalog.
+* ``function``: the same runner on ``sqlite:///`` with a function a user would write
+  instead of the operator (:class:`UserSessions`): the key's open sessions in one
+  ``state.value``, an event-time timer at each one's end, emitted by ``on_timer``.
 * ``native``: Spark's own ``session_window`` aggregation (its JVM operator) after
   ``withWatermark("ts", "0 seconds")``, append mode, default HDFS-backed state store.
 * ``tws``: ``transformWithStateInPandas`` with event-time timers (``timeMode="EventTime"``)
@@ -47,6 +50,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -64,10 +68,11 @@ from benchmarks.bench_spark import (
 )
 from benchmarks.common import fmt_bytes, parse_args, print_table, record, sqlite_size, status
 
-VARIANTS = ("sqlite", "segments", "native", "tws")
+VARIANTS = ("sqlite", "segments", "function", "native", "tws")
 LABELS = {
     "sqlite": "StatefulRunner + session_window, sqlite:///",
     "segments": "StatefulRunner + session_window, file:// segments",
+    "function": "StatefulRunner + a user function (state.value, timers), sqlite:///",
     "native": "Spark session_window (JVM operator)",
     "tws": "transformWithStateInPandas, event-time timers (RocksDB)",
 }
@@ -119,6 +124,72 @@ class Result:
     load: tuple[float, float] = (0.0, 0.0)
     notes: list[str] = field(default_factory=list)
     walls: list[float] = field(default_factory=list)  # every run's wall, in run order
+
+
+class UserSessions:
+    """Sessionization as a user writes it with ``state.value`` and event-time timers: the
+    key's open sessions ``[[start, end, count, sum], ...]`` (epoch ms) in one value, a
+    timer at each session's end (moved when it grows); ``on_timer`` emits the sessions the
+    watermark reached and keeps the others."""
+
+    def __call__(self, key: Any, rows: list[dict[str, Any]], state: Any) -> list[Any]:
+        value = state.value("sessions", [])
+        sessions = [list(s) for s in value.value]
+        old_ends = {s[1] for s in sessions}
+        for row in rows:  # in tsm order
+            t = row["tsm"]
+            for s in sessions:
+                if s[0] - GAP_MS <= t <= s[1]:  # within the gap of this session
+                    s[0], s[1] = min(s[0], t), max(s[1], t + GAP_MS)
+                    s[2] += 1
+                    s[3] += row["v"]
+                    break
+            else:
+                sessions.append([t, t + GAP_MS, 1, row["v"]])
+                sessions.sort()
+            merged: list[list[Any]] = []
+            for s in sessions:
+                if merged and s[0] <= merged[-1][1]:
+                    last = merged[-1]
+                    last[1] = max(last[1], s[1])
+                    last[2] += s[2]
+                    last[3] += s[3]
+                else:
+                    merged.append(s)
+            sessions = merged
+        value.value = sessions
+        # One timer per session end, as the transformWithStateInPandas variant keeps.
+        new_ends = {s[1] for s in sessions}
+        for end in old_ends - new_ends:
+            state.timers.delete(end)
+        for end in new_ends - old_ends:
+            state.timers.register(end)
+        return []
+
+    def on_timer(self, key: Any, when: datetime, state: Any) -> list[dict[str, Any]]:
+        value = state.value("sessions", [])
+        now = state.watermark
+        out, kept = [], []
+        for start, end, count, total in value.value:
+            if EPOCH + timedelta(milliseconds=end) <= now:
+                out.append(
+                    {
+                        "start": EPOCH + timedelta(milliseconds=start),
+                        "end": EPOCH + timedelta(milliseconds=end),
+                        "count": count,
+                        "sum": total,
+                    }
+                )
+            else:
+                kept.append([start, end, count, total])
+        if kept:
+            value.value = kept
+        else:
+            state.delete("sessions")
+        return out
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # -- input and the reference ----------------------------------------------------------------
@@ -299,7 +370,7 @@ class Bench(SparkBench):
         checkpoint = os.path.join(folder, "checkpoint")
         load0 = os.getloadavg()[0]
         cpu0 = tree_cpu_seconds()
-        if variant in ("sqlite", "segments"):
+        if variant in ("sqlite", "segments", "function"):
             res = self.runner(variant, work, folder, checkpoint)
         elif variant == "native":
             res = self.native(work, checkpoint)
@@ -317,7 +388,7 @@ class Bench(SparkBench):
         from objectspace import operators as ops
         from objectspace.spark import StatefulRunner
 
-        if variant == "sqlite":
+        if variant in ("sqlite", "function"):
             db = os.path.join(folder, "state.db")
             url = f"sqlite:///{db}"
         else:
@@ -325,8 +396,13 @@ class Bench(SparkBench):
             url = f"file://{os.path.join(folder, 'seg')}?" + urlencode(
                 {"catalog": f"sqlite:///{db}"}
             )
+        fn: Any = (
+            UserSessions()
+            if variant == "function"
+            else ops.session_window("2 minutes", value="v", aggs=("count", "sum"))
+        )
         runner = StatefulRunner(
-            ops.session_window("2 minutes", value="v", aggs=("count", "sum")),
+            fn,
             key="user",
             order_by="tsm",
             output_schema=OUTPUT_DDL,
@@ -372,7 +448,7 @@ class Bench(SparkBench):
             "rows_written": sum(b.rows_written for b in hist),
             "timers_fired": sum(getattr(b, "timers_fired", 0) for b in hist),
         }
-        if variant == "sqlite":
+        if variant in ("sqlite", "function"):
             res.disk_bytes = sqlite_size(db)
             res.notes.append(f"SQLite file at end {fmt_bytes(res.disk_bytes)}")
         else:
@@ -532,7 +608,7 @@ def split_table(results: Sequence[Result]) -> str | None:
 
 def verdicts(results: dict[str, Result]) -> str:
     rows = []
-    for v in ("sqlite", "segments"):
+    for v in ("sqlite", "segments", "function"):
         mine = results.get(v)
         if mine is None:
             continue

@@ -159,9 +159,34 @@ class _SessionWindow(_TimeWindowed):
                 self(key, rows, KeyState(space, prefix, key, (), clock))
                 continue
             found = between((prefix,), (prefix + "\x00",))
+            if len(found) == 1 and self._extend(sessions, found[0], rows, times):
+                continue
             before = _expand(data, found) if found else {}
             update(sessions, prefix, before, rows, times, KeyRef(space, prefix, key, (), clock))
         return []
+
+    def _extend(
+        self, sessions: PersistedSortedDict, at: tuple[str, int], rows: list[Row], times: list[int]
+    ) -> bool:
+        """The common case of a key with one open session ``at`` whose rows (in time order)
+        all fall within it as it grows: the session's entry updated, its timer kept (its
+        end only grows), as :meth:`_update` would; ``False``, changing nothing, otherwise."""
+        start = at[1]
+        stored = sessions._data[at]
+        end = start + stored[0]
+        gap = self.gap
+        for t in times:
+            if t < start or t > end:
+                return False
+            if t + gap > end:
+                end = t + gap
+        entry = _expand_one(start, stored)
+        entry[0] = end
+        add = self._add
+        for row in rows:
+            add(entry, 1, row)
+        sessions[at] = _stored(entry, start, not (self.needs[2] or self.needs[3]))
+        return True
 
     def _update(
         self,
@@ -356,15 +381,15 @@ def _open_sessions(
 def _expand(data: Any, found: list[tuple[str, int]]) -> dict[int, list[Any]]:
     """The sessions at keys ``found`` of the shared dict's ``data``: start -> [end, count,
     sum, min, max]."""
-    out = {}
-    for at in found:
-        entry = data[at]
-        start = at[1]
-        if len(entry) == 3:
-            out[start] = [start + entry[0], entry[1], entry[2], None, None]
-        else:
-            out[start] = [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
-    return out
+    return {at[1]: _expand_one(at[1], data[at]) for at in found}
+
+
+def _expand_one(start: int, entry: list[Any]) -> list[Any]:
+    """A stored session entry ``[length, count, sum(, min, max)]`` as ``[end, count, sum,
+    min, max]``."""
+    if len(entry) == 3:
+        return [start + entry[0], entry[1], entry[2], None, None]
+    return [start + entry[0], *entry[1:], *(None,) * (5 - len(entry))]
 
 
 def _ascending(times: list[int]) -> bool:
