@@ -362,8 +362,9 @@ class ObjectSpace:
         """
         writer = store.writer(kind)
         try:
-            self.save(writer)
-            stats = writer.commit()
+            with gc_paused():  # the store encodes and writes the rows at commit
+                self.save(writer)
+                stats = writer.commit()
         except BaseException:
             writer.rollback()
             raise

@@ -360,6 +360,7 @@ class Instance:
             self._chains[key_group] = chain
             self._heads[key_group] = head
 
+    @gc_paused()  # the blocks' encoding allocates per row, in no cycle (see gc_paused)
     def save(self, checkpoint_id: int, *, stage_bytes: int = 0) -> Receipt:
         """Write the edits of every loaded key group as pending version ``checkpoint_id``.
 
