@@ -50,8 +50,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
 
-from sortedcontainers import SortedDict
-
 from objectspace.collections import PersistedSortedSet
 from objectspace.errors import ObjectSpaceError, TimeError
 from objectspace.keyed.clock import MAX_MS, MIN_MS, from_ms, to_ms
@@ -129,14 +127,19 @@ class Timers:
         timers = _timer_index(ref.space, True)
         assert timers is not None
         prefix = ref.prefix
-        at = (prefix, ms)
-        by_key = timers.by_key
-        if at in by_key:
+        whens = timers.by_prefix.get(prefix)
+        if whens is None:
+            whens = timers.by_prefix[prefix] = {}
+        elif ms in whens:
             return
         names = ref.names
-        entry = (ms, "t", prefix, ref.key, names) if names else (ms, "t", prefix, ref.key)
+        if names:
+            entry: tuple[Any, ...] = (ms, "t", prefix, ref.key, names)
+            timers.nest(prefix)
+        else:
+            entry = (ms, "t", prefix, ref.key)
         timers.due.add(entry)
-        by_key[at] = entry
+        whens[ms] = entry
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
@@ -145,7 +148,7 @@ class Timers:
         timers = _timer_index(ref.space, False)
         if timers is None:
             return
-        entry = timers.by_key.pop((ref.prefix, ms), None)
+        entry = timers.pop(ref.prefix, ms)
         if entry is not None:
             timers.due.discard(entry)
 
@@ -153,13 +156,8 @@ class Timers:
         timers = _timer_index(self._ref.space, False)
         if timers is None:
             return []
-        prefix = self._ref.prefix
-        return [
-            ms
-            for _, ms in timers.by_key.irange(
-                (prefix,), (prefix + "\x00",), inclusive=(True, False)
-            )
-        ]
+        whens = timers.by_prefix.get(self._ref.prefix)
+        return sorted(whens) if whens else []
 
     def list(self) -> list[datetime]:
         """This key's timers, ascending, as aware UTC datetimes."""
@@ -173,14 +171,49 @@ class Timers:
 
 
 class _TimerIndex:
-    """The timers of one space by ``(prefix, when)`` -> their element of the due index
-    ``due`` (the very element stored there, so it is discarded by equality)."""
+    """The timers of one space: ``by_prefix``, a key state prefix -> when -> its element of
+    the due index ``due`` (the very element stored there, so it is discarded by equality);
+    ``nested``, a key's root prefix -> the prefixes of its nested namespaces that have had
+    timers (what :func:`drop_timers` looks through besides the prefix itself). Plain
+    dicts: registering, firing and deleting a timer touch no sorted structure but the due
+    index."""
 
-    __slots__ = ("by_key", "due")
+    __slots__ = ("by_prefix", "due", "nested")
 
     def __init__(self, due: PersistedSortedSet) -> None:
         self.due = due
-        self.by_key: SortedDict[tuple[str, int], tuple[Any, ...]] = SortedDict()
+        self.by_prefix: dict[str, dict[int, tuple[Any, ...]]] = {}
+        self.nested: dict[str, set[str]] = {}
+
+    def nest(self, prefix: str) -> None:
+        """Note ``prefix`` as a nested namespace of its key's root prefix."""
+        root = prefix[: prefix.find("/") + 1]
+        if root != prefix:
+            self.nested.setdefault(root, set()).add(prefix)
+
+    def add(self, entry: tuple[Any, ...]) -> None:
+        """Index the due index's ``entry`` (a timer)."""
+        prefix = entry[2]
+        whens = self.by_prefix.get(prefix)
+        if whens is None:
+            whens = self.by_prefix[prefix] = {}
+        whens[entry[0]] = entry
+        if len(entry) > 4 and entry[4]:
+            self.nest(prefix)
+
+    def get(self, prefix: str, when: int) -> tuple[Any, ...] | None:
+        whens = self.by_prefix.get(prefix)
+        return None if whens is None else whens.get(when)
+
+    def pop(self, prefix: str, when: int) -> tuple[Any, ...] | None:
+        """Remove and return the timer at ``when`` of ``prefix`` (``None``: none)."""
+        whens = self.by_prefix.get(prefix)
+        if whens is None:
+            return None
+        entry = whens.pop(when, None)
+        if not whens:
+            del self.by_prefix[prefix]
+        return entry
 
 
 # Per space (weakly held: it goes with its space), the timer index derived from its due
@@ -220,11 +253,10 @@ def _timer_index(space: ObjectSpace, create: bool) -> _TimerIndex | None:
     for entry in due:
         if entry[1] != "t":
             continue
-        at = (entry[2], entry[0])
-        if legacy is not None and at not in legacy:
+        if legacy is not None and (entry[2], entry[0]) not in legacy:
             stale.append(entry)
         else:
-            index.by_key[at] = entry
+            index.add(entry)
     for entry in stale:
         due.discard(entry)
     if legacy is not None:
@@ -240,9 +272,21 @@ def drop_timers(space: ObjectSpace, prefix: str) -> None:
     timers = _timer_index(space, False)
     if timers is None:
         return
-    by_key = timers.by_key
-    for at in list(by_key.irange((prefix,), (prefix + "\U0010ffff",))):
-        timers.due.discard(by_key.pop(at))
+    by_prefix = timers.by_prefix
+    prefixes = [prefix]
+    root = prefix[: prefix.find("/") + 1]
+    nested = timers.nested.get(root)
+    if nested:
+        inner = [p for p in nested if p.startswith(prefix)]
+        nested.difference_update(inner)
+        prefixes.extend(p for p in inner if p != prefix)
+        if not nested:
+            del timers.nested[root]
+    for one in prefixes:
+        whens = by_prefix.pop(one, None)
+        if whens:
+            for entry in whens.values():
+                timers.due.discard(entry)
 
 
 def due_timers(space: ObjectSpace, now: int | None) -> list[tuple[int, str, Any, tuple[str, ...]]]:
@@ -267,18 +311,20 @@ def expired_timers(
     if timers is None:
         return
     index = timers.due
-    by_key = timers.by_key
-    taken = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
-    fired = []
+    by_prefix = timers.by_prefix
+    taken: list[tuple[Any, ...]] = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
+    fired: list[tuple[Any, ...]] = []
     try:
         for entry in taken:
             when, _, prefix, key = entry[:4]
-            at = (prefix, when)
-            if by_key.get(at) is not entry:
+            if timers.get(prefix, when) is not entry:
                 continue  # deleted by an earlier handler
             yield when, prefix, key, tuple(entry[4]) if len(entry) > 4 else ()
-            if by_key.get(at) is entry:
-                del by_key[at]
+            whens = by_prefix.get(prefix)
+            if whens is not None and timers.get(prefix, when) is entry:
+                del whens[when]
+                if not whens:
+                    del by_prefix[prefix]
                 fired.append(entry)
     finally:
         # The fired timers leave the due index at once (most often its first elements:
@@ -286,9 +332,9 @@ def expired_timers(
         # the index, and is the one its key's entry names.
         gone = []
         for entry in fired:
-            at = (entry[2], entry[0])
-            if at in by_key:
-                by_key[at] = entry
+            whens = by_prefix.get(entry[2])
+            if whens is not None and entry[0] in whens:
+                whens[entry[0]] = entry
             else:
                 gone.append(entry)
         index._discard_sorted(gone)
