@@ -53,6 +53,17 @@ EVENTS_PER_KEY = 2
 REPEATS = 7
 GROWTH_CHECKPOINTS = 20
 GROWTH_REPEATS = 3
+GROWTH_HEADERS = [
+    "keys",
+    "events",
+    "logical bytes",
+    "bytes at the disk",
+    "disk bytes per event",
+    "logical bytes per event",
+    "wall",
+    "CPU us per event (median)",
+    "each run",
+]
 
 TARGET_BYTES = 4_000_000
 TARGET_SECONDS = 1.0
@@ -248,20 +259,7 @@ def growth_only(argv: Sequence[str]) -> None:
     counts = [int(n) for n in argv] or [1_000, 10_000, 100_000]
     print(f"Growth: SQLiteStore, {GROWTH_CHECKPOINTS} checkpoints, {EVENTS_PER_KEY} events per key")
     rows = growth_series(counts, GROWTH_CHECKPOINTS, repeats_above=GROWTH_REPEATS)
-    print_table(
-        [
-            "keys",
-            "events",
-            "logical bytes",
-            "bytes at the disk",
-            "disk bytes per event",
-            "logical bytes per event",
-            "wall",
-            "CPU us per event (median)",
-            "each run",
-        ],
-        rows,
-    )
+    print_table(GROWTH_HEADERS, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -416,20 +414,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"Growth: SQLiteStore, {GROWTH_CHECKPOINTS} checkpoints, {EVENTS_PER_KEY} events per key each"
     )
     growth_rows = growth_series(counts, GROWTH_CHECKPOINTS)
-    growth_table = print_table(
-        [
-            "keys",
-            "events",
-            "logical bytes",
-            "bytes at the disk",
-            "disk bytes per event",
-            "logical bytes per event",
-            "wall",
-            "CPU us per event (median)",
-            "each run",
-        ],
-        growth_rows,
-    )
+    growth_table = print_table(GROWTH_HEADERS, growth_rows)
     if args.quick:
         print("(--quick: sizes shrunk, targets not comparable)")
 
