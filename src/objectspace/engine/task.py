@@ -12,6 +12,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any
 
 from objectspace.checkpoint import Instance, Receipt
@@ -37,6 +38,7 @@ __all__ = ["Row", "group_rows", "order_rows", "run_instance"]
 
 Row = dict[str, Any]
 _GROUP_AND_REPR = operator.itemgetter(0, 1)
+_GROUP = operator.itemgetter(0)
 
 
 def order_rows(rows: list[Row], order_columns: Sequence[str]) -> None:
@@ -219,62 +221,50 @@ def _run_instance(
         [(key_group, repr(key), key, key_rows) for (key_group, key), key_rows in groups.items()],
         key=_GROUP_AND_REPR,
     )
-    # An operator that runs a key group's keys at once (``run_group``, ``fire_group``: see
-    # GroupOperator) gets them so, unless the runner's own on_timer takes its timers.
+    # A function that runs a key group's keys at once (``run_group``, ``fire_group``: see
+    # run_instance) gets them so, unless the runner's own on_timer takes its timers.
     by_group = None
     fire_group = None
     if timing is None or timing.options.on_timer is None:
         by_group = getattr(fn, "run_group", None)
         fire_group = getattr(fn, "fire_group", None)
-    key_space = None
-    space_group = None
-    batch: list[tuple[str, Any, list[Row]]] = []
-    for key_group, text, key, key_rows in ordered:
-        if len(key_rows) > 1:
-            order_rows(key_rows, order_columns)
-        if key_group != space_group:
-            if batch:
-                assert by_group is not None and key_space is not None
-                for one_key, produced in by_group(key_space, batch, clock):
-                    emit(one_key, produced)
-                batch = []
-            t0 = time.perf_counter()
-            key_space = instance.space(key_group)
-            restore += time.perf_counter() - t0
-            space_group = key_group
-        assert key_space is not None
+    for key_group, members in groupby(ordered, key=_GROUP):
+        t0 = time.perf_counter()
+        key_space = instance.space(key_group)
+        restore += time.perf_counter() - t0
+        keys = []
+        for _, text, key, key_rows in members:
+            if len(key_rows) > 1:
+                order_rows(key_rows, order_columns)
+            keys.append((prefix_of_repr(text), key, key_rows))
         if by_group is not None:
-            batch.append((prefix_of_repr(text), key, key_rows))
+            for key, produced in by_group(key_space, keys, clock):
+                emit(key, produced)
             continue
-        produced = fn(key, key_rows, KeyState(key_space, prefix_of_repr(text), key, (), clock))
-        if type(produced) is not list or produced:
-            emit(key, produced)
-    if batch:
-        assert by_group is not None and key_space is not None
-        for one_key, produced in by_group(key_space, batch, clock):
-            emit(one_key, produced)
+        for prefix, key, key_rows in keys:
+            produced = fn(key, key_rows, KeyState(key_space, prefix, key, (), clock))
+            if type(produced) is not list or produced:
+                emit(key, produced)
     if timing is not None:
         for key_group in sorted(touched):
             space = instance.space(key_group)
             if fire_group is not None:
                 fired, outputs = fire_group(space, now, clock)
                 stats.timers_fired += fired
-                for one_key, produced in outputs:
-                    emit(one_key, produced)
-                due = earliest(space)
-                stats.deadlines.append([key_group] if due is None else [key_group, due])
-                continue
-            for when, prefix, key, path in expired_timers(space, now):
-                stats.timers_fired += 1
-                # A timer of the key's own state holds the key's prefix: no repr of the key.
-                root = (
-                    KeyState(space, prefix, key, (), clock)
-                    if not path
-                    else KeyState.for_key(space, key, clock)
-                )
-                produced = fire_timer(fn, timing.options.on_timer, key, path, when, root)
-                if type(produced) is not list or produced:
+                for key, produced in outputs:
                     emit(key, produced)
+            else:
+                for when, prefix, key, path in expired_timers(space, now):
+                    stats.timers_fired += 1
+                    # A timer of the key's own state holds the key's prefix: no key repr.
+                    root = (
+                        KeyState(space, prefix, key, (), clock)
+                        if not path
+                        else KeyState.for_key(space, key, clock)
+                    )
+                    produced = fire_timer(fn, timing.options.on_timer, key, path, when, root)
+                    if type(produced) is not list or produced:
+                        emit(key, produced)
             due = earliest(space)
             stats.deadlines.append([key_group] if due is None else [key_group, due])
     stats.rows_out = len(out)

@@ -127,19 +127,12 @@ class Timers:
         timers = _timer_index(ref.space, True)
         assert timers is not None
         prefix = ref.prefix
-        whens = timers.by_prefix.get(prefix)
-        if whens is None:
-            whens = timers.by_prefix[prefix] = {}
-        elif ms in whens:
+        if timers.get(prefix, ms) is not None:
             return
         names = ref.names
-        if names:
-            entry: tuple[Any, ...] = (ms, "t", prefix, ref.key, names)
-            timers.nest(prefix)
-        else:
-            entry = (ms, "t", prefix, ref.key)
+        entry = (ms, "t", prefix, ref.key, names) if names else (ms, "t", prefix, ref.key)
         timers.due.add(entry)
-        whens[ms] = entry
+        timers.add(entry)
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
@@ -185,12 +178,6 @@ class _TimerIndex:
         self.by_prefix: dict[str, dict[int, tuple[Any, ...]]] = {}
         self.nested: dict[str, set[str]] = {}
 
-    def nest(self, prefix: str) -> None:
-        """Note ``prefix`` as a nested namespace of its key's root prefix."""
-        root = prefix[: prefix.find("/") + 1]
-        if root != prefix:
-            self.nested.setdefault(root, set()).add(prefix)
-
     def add(self, entry: tuple[Any, ...]) -> None:
         """Index the due index's ``entry`` (a timer)."""
         prefix = entry[2]
@@ -198,8 +185,10 @@ class _TimerIndex:
         if whens is None:
             whens = self.by_prefix[prefix] = {}
         whens[entry[0]] = entry
-        if len(entry) > 4 and entry[4]:
-            self.nest(prefix)
+        if len(entry) > 4 and entry[4]:  # a nested namespace's: note it under its key's root
+            root = prefix[: prefix.find("/") + 1]
+            if root != prefix:
+                self.nested.setdefault(root, set()).add(prefix)
 
     def get(self, prefix: str, when: int) -> tuple[Any, ...] | None:
         whens = self.by_prefix.get(prefix)

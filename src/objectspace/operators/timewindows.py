@@ -132,7 +132,8 @@ class _SessionWindow(_TimeWindowed):
 
     def __call__(self, key: Any, rows: list[Row], state: KeyState) -> list[Row]:
         sessions, prefix = shared_dict(state, _SESSIONS)
-        before = _open_sessions(state, sessions, prefix)
+        found = _session_keys(state, sessions, prefix)
+        before = _expand(sessions._data, found) if found else {}
         self._update(sessions, prefix, before, rows, _row_times(self, state, rows), state)
         return []
 
@@ -283,7 +284,7 @@ class _SessionWindow(_TimeWindowed):
         """Emit (and forget) the key's sessions that the watermark reached (end at or before
         it), and arm the timer of the next one."""
         sessions, prefix = shared_dict(state, _SESSIONS)
-        return self._fire(sessions, _open_sessions(state, sessions, prefix), when, state)
+        return self._fire(sessions, _session_keys(state, sessions, prefix), when, state)
 
     def fire_group(
         self, space: ObjectSpace, now: int | None, clock: Clock | None
@@ -295,8 +296,6 @@ class _SessionWindow(_TimeWindowed):
         fired = 0
         out: list[tuple[Any, list[Row]]] = []
         sessions = None
-        data: Any = None
-        clock_now = None if clock is None else clock.now
         for when, prefix, key, names in expired_timers(space, now):
             fired += 1
             if names or prefix + _LEGACY in space:
@@ -304,37 +303,35 @@ class _SessionWindow(_TimeWindowed):
             else:
                 if sessions is None:
                     sessions = shared_dict(KeyRef(space, ""), _SESSIONS)[0]
-                    data = sessions._data
                 found = sessions._between((prefix,), (prefix + "\x00",))
-                if not found:
-                    continue
-                if len(found) == 1:
-                    # The key's one session (the common case): emitted from its stored
-                    # entry [length, count, sum(, min, max)] when it ended, else re-armed.
-                    at = found[0]
-                    stored = data[at]
-                    start = at[1]
-                    end = start + stored[0]
-                    if end <= (when if clock_now is None or when > clock_now else clock_now):
-                        del sessions[at]
-                        out.append((key, [self._row(start, end, stored, 1)]))
-                    else:
-                        Timers(KeyRef(space, prefix, key, (), clock)).register(end)
-                    continue
-                ref = KeyRef(space, prefix, key, (), clock)
-                rows = self._fire(sessions, _expand(data, found), when, ref)
+                rows = self._fire(sessions, found, when, KeyRef(space, prefix, key, (), clock))
             if rows:
                 out.append((key, rows))
         return fired, out
 
     def _fire(
-        self, sessions: PersistedSortedDict, open_: dict[int, list[Any]], when: int, ref: KeyRef
+        self, sessions: PersistedSortedDict, found: list[tuple[str, int]], when: int, ref: KeyRef
     ) -> list[Row]:
-        if not open_:
+        """The rows of the key's sessions (at keys ``found`` of the shared dict) that the
+        timer at ``when`` ends, deleted; the timer of the next one armed."""
+        if not found:
             return []
-        prefix = ref.prefix
         clock = ref.clock
         now = when if clock is None or clock.now is None else max(clock.now, when)
+        if len(found) == 1:
+            # The key's one session (the common case), from its stored entry [length,
+            # count, sum(, min, max)]: emitted when it ended, else its timer re-armed.
+            at = found[0]
+            stored = sessions._data[at]
+            start = at[1]
+            end = start + stored[0]
+            if end > now:
+                Timers(ref).register(end)
+                return []
+            del sessions[at]
+            return [self._row(start, end, stored, 1)]
+        prefix = ref.prefix
+        open_ = _expand(sessions._data, found)
         ended = [s for s, e in open_.items() if e[0] <= now]
         if len(ended) > 1:
             ended.sort()
@@ -366,16 +363,15 @@ _SESSIONS = "session_window"
 _LEGACY = "sessions"
 
 
-def _open_sessions(
+def _session_keys(
     state: KeyState, sessions: PersistedSortedDict, prefix: str
-) -> dict[int, list[Any]]:
-    """The key's open sessions: start -> [end, count, sum, min, max]."""
+) -> list[tuple[str, int]]:
+    """The keys ``(prefix, start)`` of the key's open sessions in the shared dict."""
     if state.prefix + _LEGACY in state.space:  # ``_LEGACY in state``, inline
         for start, entry in state.dict(_LEGACY).items():
             sessions[(prefix, start)] = [entry[0] - start, *entry[1:]]
         state.delete(_LEGACY)
-    found = sessions._between((prefix,), (prefix + "\x00",))
-    return _expand(sessions._data, found) if found else {}
+    return sessions._between((prefix,), (prefix + "\x00",))
 
 
 def _expand(data: Any, found: list[tuple[str, int]]) -> dict[int, list[Any]]:
