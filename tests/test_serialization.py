@@ -400,3 +400,16 @@ def test_raw_loads_many_raises_for_a_damaged_encoding() -> None:
         with pytest.raises(Exception) as raised:
             serializer.raw_loads_many(damaged)
         assert not isinstance(raised.value, AttributeError)
+
+
+def test_msgpack_serializers_share_the_thread_s_packers() -> None:
+    # A packer holds a buffer of its own: a worker's hundreds of spaces (a serializer
+    # each) must not hold one each. A subclass, which may change the hooks, keeps its own.
+    first, second = MsgpackSerializer(), MsgpackSerializer()
+    assert first.raw_dumps.__self__ is second.raw_dumps.__self__  # type: ignore[attr-defined]
+    assert first.loads(second.dumps((1, "a", 2.5))) == (1, "a", 2.5)
+
+    class Own(MsgpackSerializer):
+        pass
+
+    assert Own().raw_dumps.__self__ is not first.raw_dumps.__self__  # type: ignore[attr-defined]

@@ -143,6 +143,9 @@ _EXT_FROZENSET = 5
 _EXT_BIGINT = 6  # an int beyond 64 bits, as decimal digits: only in stored keys
 
 
+_SHARED = threading.local()
+
+
 class MsgpackSerializer(Serializer):
     """The default serializer: msgpack with extension types for the Python types it lacks.
 
@@ -155,8 +158,10 @@ class MsgpackSerializer(Serializer):
     def __init__(self) -> None:
         # Top-level values go through one Packer per thread (a Packer is not thread-safe);
         # extension values pack their elements with a fresh packer, because the default
-        # hook runs inside the outer Packer's pack() and must not re-enter it.
-        self._local = threading.local()
+        # hook runs inside the outer Packer's pack() and must not re-enter it. Every
+        # MsgpackSerializer (one per space) shares the thread's packers: a packer keeps a
+        # buffer of its own (128 KiB), which a worker's spaces would otherwise each hold.
+        self._local = _SHARED if type(self) is MsgpackSerializer else threading.local()
         self._pack: Callable[[Any], bytes] = functools.partial(
             msgpack.packb, default=self._default, use_bin_type=True, strict_types=True
         )

@@ -97,7 +97,10 @@ def test_outputs_are_those_of_an_unbounded_run(seed: int, budget: int, tmp_path:
         assert sum(s.objects_loaded for s in stats) > 0
     if budget == 10**9:
         assert sum(s.objects_evicted for s in stats) == 0
-    assert all(s.bytes_resident <= max(budget, 0) or s.objects_evicted == 0 or True for s in stats)
+    if budget == 1:
+        # Each batch ends holding at most the objects of the keys it touched (four a key).
+        for batch, s in zip(batches, stats, strict=True):
+            assert s.objects_resident <= 4 * len({row["k"] for row in batch})
 
 
 def test_a_tiny_budget_keeps_only_the_batch_s_keys(tmp_path: Any) -> None:
@@ -143,6 +146,34 @@ def test_a_new_process_continues_from_the_local_store(tmp_path: Any) -> None:
     assert sim.outputs[-1] == [{"k": 7, "count": 2}]
     assert sim.stats[-1].bytes_read == 0  # the local store was current: nothing read
     assert sim.stats[-1].objects_loaded == 1
+
+
+class _Held:
+    """What Residency._fit asks of a kept instance: n objects of 100 bytes each."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def resident(self) -> tuple[int, int]:
+        return self.n, self.n * 100
+
+    def evict(self, budget: int) -> int:
+        keep = min(self.n, budget // 100)
+        dropped, self.n = self.n - keep, keep
+        return dropped
+
+
+def test_the_budget_is_shared_by_the_kept_instances_oldest_evicted_first(tmp_path: Any) -> None:
+    residency = Residency(1000, str(tmp_path))
+    held = {("a",): _Held(8), ("b",): _Held(8), ("c",): _Held(8)}
+    residency.instances = held  # type: ignore[assignment]
+    # 2,400 bytes for 1,000: b (kept longest) goes whole, c down to what is left, a stays.
+    assert residency._fit(("a",)) == 14
+    assert [h.n for h in held.values()] == [8, 0, 2]
+    assert residency._fit(("a",)) == 0  # within the budget now
+    held[("d",)] = _Held(30)  # the instance a task just ran, over the budget alone
+    assert residency._fit(("d",)) == 8 + 2 + 20
+    assert [h.n for h in held.values()] == [0, 0, 0, 10]
 
 
 def test_parse_bytes() -> None:

@@ -80,7 +80,7 @@ def test_a_cached_instance_of_a_lost_attempt_is_not_adopted(tmp_path: Any) -> No
         second.clear()
 
 
-def test_default_budget_is_half_the_python_worker_memory() -> None:
+def test_default_budget_is_a_quarter_of_the_python_worker_memory() -> None:
     class Conf:
         def __init__(self, value: Any) -> None:
             self.value = value
@@ -93,8 +93,8 @@ def test_default_budget_is_half_the_python_worker_memory() -> None:
         def __init__(self, value: Any) -> None:
             self.conf = Conf(value)
 
-    assert default_budget(Session("1g")) == 512 << 20
-    assert default_budget(Session("2048")) == 1 << 30  # MiB, as Spark reads it
+    assert default_budget(Session("1g")) == 256 << 20
+    assert default_budget(Session("2048")) == 512 << 20  # MiB, as Spark reads it
     assert default_budget(Session(None)) is None
     assert default_budget(Session("lots")) is None
 

@@ -267,12 +267,14 @@ class Residency:
         """Instance ``index`` of ``plan``: the one kept, if its state is the committed one
         the batch runs on, else one over its local store."""
         key = self._key(plan, index)
-        kept = self.instances.pop(key, None)
+        kept = self.instances.get(key)
         if kept is not None and kept.local is not None:
             if kept.local.acquire() and adopt(plan, kept):
                 stats.cached = True
-                stats.objects_evicted += kept.evict(self.budget)  # the acknowledged edits
+                stats.objects_evicted += self._fit(key)  # the edits just acknowledged
+                del self.instances[key]
                 return kept
+            del self.instances[key]
             store: LocalStore | None = kept.local if kept.local.locked else None
             if store is None:
                 kept.local.close()
@@ -292,19 +294,33 @@ class Residency:
                 instance.local.close()
             return
         self.instances[key] = instance
-        others = [k for k in self.instances if k != key]
-        total = sum(i.resident()[1] for i in self.instances.values())
-        while total > self.budget and others:  # instances kept longest go first
-            dropped = self.instances.pop(others.pop(0))
-            total -= dropped.resident()[1]
-            if dropped.local is not None:
-                dropped.local.close()
-        stats.objects_evicted += instance.evict(self.budget)
+        stats.objects_evicted += self._fit(key)
         stats.objects_resident, stats.bytes_resident = instance.resident()
         for kept in self.instances.values():
             if kept.local is not None:
                 kept.local.release()
         stats.seconds_save += time.perf_counter() - started
+
+    def _fit(self, current: tuple[str, ...]) -> int:
+        """Drop objects of the kept instances until the estimate of what they all hold is
+        within the budget: the instances kept longest first, ``current`` (the one a task
+        runs or just ran) last, each down to what the others leave of the budget. Only
+        objects whose edits are acknowledged go (the rest go after the next adoption).
+        Returns how many were dropped."""
+        sizes = {k: i.resident()[1] for k, i in self.instances.items()}
+        total = sum(sizes.values())
+        if total <= self.budget:
+            return 0
+        dropped = 0
+        for k in [*(k for k in self.instances if k != current), current]:
+            instance = self.instances.get(k)
+            if instance is None:
+                continue
+            dropped += instance.evict(max(self.budget - (total - sizes[k]), 0))
+            total += instance.resident()[1] - sizes[k]
+            if total <= self.budget:
+                break
+        return dropped
 
     @staticmethod
     def _key(plan: TaskPlan, index: int) -> tuple[str, ...]:

@@ -135,7 +135,8 @@ class StatefulRunner:
     budget after each batch, and a worker that gets an instance another worker (or a
     process before a restart) ran continues from the local store, reading from storage
     only what the local store does not hold as committed; instance snapshots are not
-    written. Default: half of ``spark.executor.pyspark.memory`` when that is set, else no
+    written. Default: a quarter of ``spark.executor.pyspark.memory`` when that is set (the
+    rest is the worker's own: its libraries, a batch's rows, a save's encoded edits), else no
     budget (every key a worker's instances touched stays in memory).
 
     ``require_c``: whether a task that finds the pure-Python collections on its executor
@@ -575,7 +576,7 @@ class StatefulRunner:
 
 
 def default_budget(spark: Any) -> int | None:
-    """Half of ``spark.executor.pyspark.memory`` (the limit of each Python worker's memory)
+    """A quarter of ``spark.executor.pyspark.memory`` (the limit of each Python worker's memory)
     when the session sets it, else ``None`` (no budget)."""
     try:
         value = spark.conf.get("spark.executor.pyspark.memory", None)
@@ -587,6 +588,6 @@ def default_budget(spark: Any) -> int | None:
     if text.isdigit():  # Spark reads a bare number as MiB
         text += "m"
     try:
-        return parse_bytes(text, "spark.executor.pyspark.memory") // 2
+        return parse_bytes(text, "spark.executor.pyspark.memory") // 4
     except ValueError:
         return None

@@ -39,7 +39,7 @@ def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
 
 
 _SPLITS: dict[str, tuple[str, str]] = {}
-_SPLITS_MAX = 1 << 16
+_SPLITS_MAX = 1 << 14
 
 
 def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
