@@ -10,7 +10,7 @@ One SparkSession at a time (``local[2]``, ``spark.executor.pyspark.memory=1g``,
 
 For each, :class:`~objectspace.spark.StatefulRunner` (``parallelism=4``,
 ``max_key_groups=128``, ``sqlite:///`` storage in ``--storage`` or a temporary folder, its
-``local_dir`` in a temporary folder, the default memory budget: half of the 1g) runs:
+``local_dir`` in a temporary folder, the default memory budget: a quarter of the 1g) runs:
 
 1. load: the keys created in batches of at most ``--load-batch`` keys (default 500,000);
 2. ``--batches`` (default 10) batches each touching 1% of the keys, key
@@ -19,9 +19,12 @@ For each, :class:`~objectspace.spark.StatefulRunner` (``parallelism=4``,
    key's value, or 1 to one entry of its dict, and the key's new value (or the sum of its
    dict) is output and checked against a count kept on the driver (numpy);
 3. restart: ``spark.stop()``, a new session with the same conf (new Python workers; the
-   local stores stay on disk), a new runner on the same storage, job, operator and
-   local_dir, then ``--after-restart`` (default 5) more 1% batches from checkpoint
-   ``runner.job.last_checkpoint() + 1``.
+   local stores stay on disk, unless ``--cold``: deleted, as on a new executor elsewhere),
+   a new runner on the same storage, job, operator and local_dir, then ``--after-restart``
+   (default 5) more 1% batches from checkpoint ``runner.job.last_checkpoint() + 1``.
+   The runner puts a copy of each local store in the storage's file area every 10
+   checkpoints (``local_copy_every``; ``--no-copies``: never), which a cold restart starts
+   from.
 
 Input rows are made by Spark (``spark.range`` + expressions): the driver holds none.
 
@@ -468,6 +471,8 @@ class RunnerBatch:
     objects_evicted: int
     bytes_written: int
     check: str = ""
+    copy_bytes_read: int = 0
+    copy_bytes_written: int = 0
 
 
 @dataclass
@@ -501,7 +506,7 @@ def load_batch(args: argparse.Namespace, case: str) -> int:
     return int(args.dict_load_batch or args.load_batch) if case == "dict" else int(args.load_batch)
 
 
-def make_runner(case: str, url: str, local_dir: str) -> Any:
+def make_runner(case: str, url: str, local_dir: str, copies: bool = True) -> Any:
     from objectspace.spark import StatefulRunner
 
     return StatefulRunner(
@@ -515,6 +520,7 @@ def make_runner(case: str, url: str, local_dir: str) -> Any:
         max_key_groups=128,
         parallelism=4,
         local_dir=local_dir,
+        local_copy_every=10 if copies else None,
     )
 
 
@@ -534,7 +540,7 @@ def run_runner(
     expected = Expected(case, n)
     label = f"StatefulRunner {case} N={n:,}"
     spark = new_session()
-    runner = make_runner(case, url, local_dir)
+    runner = make_runner(case, url, local_dir, not args.no_copies)
     cid = 0
     pids: dict[str, set[int]] = {"load": set(), "1%": set(), "restart": set()}
 
@@ -585,6 +591,8 @@ def run_runner(
             b.objects_evicted,
             b.bytes_written,
             check,
+            b.copy_bytes_read,
+            b.copy_bytes_written,
         )
         run.batches.append(row)
         print(
@@ -593,7 +601,9 @@ def run_runner(
             f"({row.workers} workers), loaded {row.objects_loaded:,}, read "
             f"{fmt_bytes(row.bytes_read)}, resident {row.objects_resident:,} "
             f"({fmt_bytes(row.bytes_resident)}), evicted {row.objects_evicted:,}, restore "
-            f"{row.seconds_restore:.2f} s, load avg {os.getloadavg()[0]:.2f} {check}",
+            f"{row.seconds_restore:.2f} s, copies read {fmt_bytes(row.copy_bytes_read)} "
+            f"written {fmt_bytes(row.copy_bytes_written)}, load avg {os.getloadavg()[0]:.2f} "
+            f"{check}",
             flush=True,
         )
         cid += 1
@@ -615,8 +625,10 @@ def run_runner(
         t0 = time.perf_counter()
         before = set(monitor.seen_workers)
         spark.stop()
+        if args.cold:  # a new executor elsewhere: no local store
+            shutil.rmtree(local_dir, ignore_errors=True)
         spark = new_session()
-        runner = make_runner(case, url, local_dir)
+        runner = make_runner(case, url, local_dir, not args.no_copies)
         last = runner.job.last_checkpoint()
         run.restart_seconds = time.perf_counter() - t0
         if last != cid - 1:
@@ -995,6 +1007,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--tws-dict-keys", type=int, help="keys of the side-by-side dict case (default ≤ 200,000)"
     )
     parser.add_argument("--skip-tws", action="store_true", help="no transformWithStateInPandas")
+    parser.add_argument(
+        "--cold", action="store_true", help="delete the local stores at the restart"
+    )
+    parser.add_argument(
+        "--no-copies", action="store_true", help="local_copy_every=None (no local store copies)"
+    )
     parser.add_argument("--skip-dict", action="store_true", help="only the value case")
     parser.add_argument("--skip-value", action="store_true", help="only the dict case")
     parser.add_argument("--json", help="where to write the figures (default: temp dir)")

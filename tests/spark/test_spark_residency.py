@@ -161,3 +161,25 @@ def test_a_stream_whose_state_exceeds_the_python_workers_memory(tmp_path: Any) -
     assert len(lines) == 41, run.stdout
     assert "state 1120 MiB" in lines[39]
     assert lines[40].split()[-1] == "1"  # key 0, written in batch 0, from the local store
+
+
+def test_a_worker_without_the_local_stores_starts_from_their_copies(tmp_path: Any) -> None:
+    outputs, state = expected()
+    url = f"sqlite:///{tmp_path}/state.db"
+    runner = make_runner(url, str(tmp_path / "a"), "64 MiB")
+    worker = spark_cache.InstanceCache()
+    got = []
+    try:
+        for i, rows in enumerate(BATCHES):
+            if i == len(BATCHES) - 1:  # a new executor elsewhere: no local store
+                worker.clear()
+                worker = spark_cache.InstanceCache()
+                runner = make_runner(url, str(tmp_path / "b"), "64 MiB")
+            out, stats = run_batch(runner, rows, i, worker, snapshots=False)
+            got.append(out)
+        assert got == outputs
+        assert dump_state(runner.storage, "resident", "buffer5") == state
+        assert sum(s.copy_bytes_read for s in stats) > 0  # the copies of checkpoint 0
+        assert os.listdir(tmp_path / "state.db.files")
+    finally:
+        worker.clear()

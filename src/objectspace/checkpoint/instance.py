@@ -197,6 +197,7 @@ class Instance:
         )
         kept = local.heads(wanted)
         rebuild: list[int] = []
+        behind: dict[int, LocalHead] = {}
         ready: dict[int, LocalHead | None] = {}
         for key_group in wanted:
             head = committed.get(key_group)
@@ -209,9 +210,15 @@ class Instance:
                 ready[key_group] = mine
             else:
                 applied = self._apply_pending(key_group, mine, head)
-                if applied is None:
+                if applied is not None:
+                    ready[key_group] = applied
+                elif mine is not None:
+                    behind[key_group] = mine
+                else:
                     rebuild.append(key_group)
-                ready[key_group] = applied
+        if behind:  # the writes after the state kept, where they follow it
+            ready.update(self._catch_up(behind, committed))
+            rebuild = sorted([*rebuild, *(g for g in behind if g not in ready)])
         if rebuild:  # one read of every run's blocks, never the key groups between
             ready.update(self._rebuild(rebuild, committed))
         if base is not None and base not in job.checkpoints():
@@ -269,6 +276,46 @@ class Instance:
             local.replace(key_group, tables, mine)
             heads[key_group] = mine
         return heads
+
+    def _catch_up(
+        self,
+        behind: Mapping[int, LocalHead],
+        committed: Mapping[int, tuple[int, int, int | None, int | None]],
+    ) -> dict[int, LocalHead]:
+        """Bring each key group of ``behind`` (its local head is an older write of its
+        chain as of :attr:`base`, e.g. from a copy of the local store) to the committed
+        state by applying the differential writes that follow that head (one read each);
+        their new local heads. A key group whose chain no longer holds its head, or has a
+        full write after it, is left out (to be rebuilt)."""
+        local = self.local
+        assert local is not None
+        job = self.operator.job
+        groups = sorted(behind)
+        assert self.base is not None  # (a key group is behind a committed head)
+        chains = job.backend.chains(
+            job.name, self.operator.name, range(groups[0], groups[-1] + 1), self.base
+        )
+        caught: dict[int, LocalHead] = {}
+        for key_group in groups:
+            mine = behind[key_group]
+            chain = chains.get(key_group, [])
+            at = next((i for i, w in enumerate(chain) if w.write_id == mine.write_id), None)
+            tail = [] if at is None else chain[at + 1 :]
+            if not tail or chain[at].version != mine.version or any(w.full for w in tail):  # type: ignore[index]
+                continue
+            changes = job.backend.read_changes(job.name, self.operator.name, tail)
+            if changes is None:
+                continue
+            self.rows_read += sum(w.rows for w in tail)
+            self.bytes_read += sum(w.bytes for w in tail)
+            cost = _Chain(mine.full_bytes, mine.diff_bytes, mine.length)
+            for write in tail:
+                cost = cost.after(write)
+            last, head = tail[-1], committed.get(key_group)
+            digest = head[2] if head is not None and head[0] == last.write_id else None
+            caught[key_group] = _local_head(last.write_id, last.version, digest, cost)
+            local.catch_up(key_group, changes, caught[key_group])
+        return caught
 
     def _apply_pending(
         self,

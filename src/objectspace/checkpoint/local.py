@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 import sqlite3
 import struct
 import zlib
@@ -164,6 +165,29 @@ def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def _holds_state(path: str) -> bool:
+    """Whether the store in ``path`` holds any key group or a save waiting for its commit
+    (a missing or unreadable file holds none)."""
+    if not os.path.exists(path):
+        return False
+    try:
+        # (read-write, never created: a read-only connection cannot open a database in
+        # WAL mode whose -wal file is gone, and would read as holding nothing)
+        uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=rw"
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            found = db.execute(
+                "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
+            ).fetchone()
+            return found is not None
+        finally:
+            db.close()
+    except sqlite3.OperationalError as exc:
+        return "no such table" not in str(exc)  # busy or locked: in use, so kept
+    except sqlite3.Error:
+        return False
+
+
 class LocalStore:
     """The local store of one instance, in the SQLite file ``path`` (created if missing).
 
@@ -181,13 +205,23 @@ class LocalStore:
         self._db = self._connect(path, identity)
 
     @classmethod
-    def open(cls, path: str, identity: bytes) -> LocalStore | None:
-        """The store in ``path``, locked for this process, or ``None`` if it is in use."""
+    def open(
+        cls, path: str, identity: bytes, seed: Callable[[str], object] | None = None
+    ) -> LocalStore | None:
+        """The store in ``path``, locked for this process, or ``None`` if it is in use.
+        ``seed(path)``, called under the lock when the file at ``path`` holds no key group
+        and no pending save (or there is none), may put one there (a copy of the store, :mod:`objectspace.checkpoint.copies`); a file it
+        puts is checked as any other (its identity, its schema)."""
         fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         if not _lock(fd):
             os.close(fd)
             return None
         try:
+            if seed is not None and not _holds_state(path):
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + suffix)
+                seed(path)
             return cls(path, identity, fd)
         except BaseException:
             os.close(fd)
@@ -262,6 +296,22 @@ class LocalStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path + suffix)
         raise AssertionError("unreachable")
+
+    def backup(self, target: str) -> None:
+        """Write a consistent copy of the whole file to ``target`` (a new file)."""
+        copy = sqlite3.connect(target)
+        try:
+            self._db.backup(copy)
+        finally:
+            copy.close()
+
+    def copied_at(self) -> int | None:
+        """The checkpoint of the last copy of this file put in storage (:meth:`set_copied_at`)."""
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'copied_at'").fetchone()
+        return None if row is None or type(row[0]) is not int else row[0]
+
+    def set_copied_at(self, checkpoint_id: int) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('copied_at', ?)", (checkpoint_id,))
 
     def close(self) -> None:
         """Close the file and release its lock."""
@@ -398,6 +448,34 @@ class LocalStore:
                     for table, rows in tables.items()
                     for k, value in ((_row_key(table, key), v) for key, v in rows.items())
                 ),
+            )
+            self._set_head(g, head)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def catch_up(self, key_group: int, edits: Mapping[str, TableChanges], head: LocalHead) -> None:
+        """Apply ``edits`` (the committed writes that followed the state kept, merged) to
+        the rows of ``key_group`` and record ``head``, in one transaction; drops any
+        pending save."""
+        g = key_group
+        db = self._db
+        ops = list(self._pending_rows(g, edits))
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("pending", "pending_rows"):
+                db.execute(f"DELETE FROM {table} WHERE g = ?", (g,))
+            for _, _, op, k, v in ops:
+                if op == 2:  # a deleted table (these come first)
+                    db.execute("DELETE FROM rows WHERE g = ? AND k >= ? AND k < ?", (g, k, v))
+            db.executemany(
+                "DELETE FROM rows WHERE g = ? AND k = ?",
+                [(g, k) for _, _, op, k, _ in ops if op == 1],
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO rows VALUES (?, ?, ?)",
+                [(g, k, v) for _, _, op, k, v in ops if op == 0],
             )
             self._set_head(g, head)
             db.execute("COMMIT")

@@ -18,6 +18,7 @@ __all__ = [
     "RECEIPT_COLUMN",
     "RESERVED_COLUMNS",
     "TICK_COLUMN",
+    "check_copy_every",
     "check_input_columns",
     "check_output_columns",
     "check_parallelism",
@@ -62,6 +63,15 @@ def check_retain(retain: int | None) -> None:
         raise ValueError(
             f"retain must keep at least 2 checkpoints (replays need the one "
             f"before the last), not {retain}"
+        )
+
+
+def check_copy_every(copy_every: int | None) -> None:
+    """Refuse a ``local_copy_every`` that is not ``None`` or an int >= 1."""
+    if copy_every is not None and (type(copy_every) is not int or copy_every < 1):
+        raise ValueError(
+            f"local_copy_every must be None (no copies) or a number of checkpoints >= 1, "
+            f"not {copy_every!r}"
         )
 
 

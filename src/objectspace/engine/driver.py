@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from objectspace.checkpoint import CompactionPolicy, Operator, Receipt
-from objectspace.engine.columns import check_parallelism, check_retain
+from objectspace.engine.columns import check_copy_every, check_parallelism, check_retain
 from objectspace.engine.plan import StatefulFunction, TaskPlan, plan_base
 from objectspace.engine.stats import BatchStats, TaskStats, add_task, sum_tasks
 from objectspace.engine.time_driver import TimeDriver, TimeOptions
@@ -31,7 +31,8 @@ class BatchDriver:
     ``fn``, ``key_columns``, ``order_columns``, ``output_columns`` and ``compaction`` go
     to every :class:`~objectspace.engine.plan.TaskPlan`; ``retain`` checkpoints are kept
     after each commit (``None``: all); ``time`` are the runner's time options;
-    ``memory_budget`` and ``local_dir`` go to every plan (see :class:`TaskPlan`).
+    ``memory_budget``, ``local_dir`` and ``copy_every`` go to every plan (see
+    :class:`TaskPlan`).
     """
 
     def __init__(
@@ -47,10 +48,13 @@ class BatchDriver:
         time: TimeOptions | None = None,
         memory_budget: int | None = None,
         local_dir: str | None = None,
+        copy_every: int | None = None,
     ) -> None:
         check_retain(retain)
+        check_copy_every(copy_every)
         self.memory_budget = memory_budget
         self.local_dir = local_dir
+        self.copy_every = copy_every
         self.operator = operator
         self.job = operator.job
         self.fn = fn
@@ -106,6 +110,7 @@ class BatchDriver:
             stage_bytes=stage_bytes,
             memory_budget=self.memory_budget,
             local_dir=self.local_dir,
+            copy_every=self.copy_every,
         )
 
     def finish(

@@ -40,7 +40,9 @@ class TaskPlan:
     :meth:`Instance.save`; 0: every save stores its writes). ``memory_budget``: the bytes
     the resident objects of a process's instances may hold (``None``: no bound and no
     local store; see :class:`~objectspace.engine.residency.Residency`); ``local_dir``: the
-    folder of their local stores (``None``: the default).
+    folder of their local stores (``None``: the default); ``copy_every``: every how many
+    checkpoints an instance puts a copy of its local store in storage's file area
+    (``None``: never; see :mod:`objectspace.checkpoint.copies`).
     """
 
     storage: Storage
@@ -62,6 +64,7 @@ class TaskPlan:
     stage_bytes: int = 0
     memory_budget: int | None = None
     local_dir: str | None = None
+    copy_every: int | None = None
 
     def restore(self, index: int, local: LocalStore | None = None) -> Instance:
         """Instance ``index`` of this batch, restored from storage as of :attr:`base`

@@ -24,12 +24,14 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from objectspace.checkpoint import Instance
+from objectspace.checkpoint import Instance, copies
 from objectspace.checkpoint.local import LocalStore
+from objectspace.errors import StorageError
 
 if TYPE_CHECKING:
     from objectspace.engine.plan import TaskPlan
     from objectspace.engine.stats import TaskStats
+    from objectspace.storage.areas import FileArea
 
 __all__ = ["Residency", "adopt", "heads_match", "instance_identity", "parse_bytes"]
 
@@ -239,7 +241,12 @@ class Residency:
             )
         return folder
 
-    def _open(self, plan: TaskPlan, index: int) -> LocalStore:
+    @staticmethod
+    def _area(plan: TaskPlan) -> FileArea | None:
+        """Where the instances put copies of their local stores, if they do."""
+        return None if plan.copy_every is None else plan.storage.backend.file_area()
+
+    def _open(self, plan: TaskPlan, index: int, stats: TaskStats) -> LocalStore:
         """Instance ``index``'s local store, locked for this process; a private one (a new
         file, deleted on :meth:`close`) when another process holds it.
 
@@ -255,7 +262,18 @@ class Residency:
             self._swept.add((operator, plan.parallelism))
             _sweep(folder, operator, plan.parallelism)
         name = f"{operator}-{plan.parallelism}-{index}"
-        store = LocalStore.open(os.path.join(folder, name + ".db"), identity)
+        area = self._area(plan)
+        seed = None
+        if area is not None and plan.base is not None:
+            # No local file (a new machine, a wiped disk): start from the newest copy
+            # made at or before the save of the checkpoint after the base.
+            at_most = plan.base + 1
+
+            def seed(path: str) -> None:
+                read, _ = copies.download(area, name, at_most, path)
+                stats.copy_bytes_read += read
+
+        store = LocalStore.open(os.path.join(folder, name + ".db"), identity, seed)
         if store is None:
             path = tempfile.mkdtemp(prefix=f"{name}-", dir=folder)
             self._private.append(path)
@@ -281,7 +299,7 @@ class Residency:
         else:
             store = None
         if store is None:
-            store = self._open(plan, index)
+            store = self._open(plan, index, stats)
         return plan.restore(index, local=store)
 
     def keep(self, plan: TaskPlan, index: int, instance: Instance, stats: TaskStats) -> None:
@@ -296,10 +314,27 @@ class Residency:
         self.instances[key] = instance
         stats.objects_evicted += self._fit(key)
         stats.objects_resident, stats.bytes_resident = instance.resident()
+        self._copy(plan, index, instance, stats)
         for kept in self.instances.values():
             if kept.local is not None:
                 kept.local.release()
         stats.seconds_save += time.perf_counter() - started
+
+    def _copy(self, plan: TaskPlan, index: int, instance: Instance, stats: TaskStats) -> None:
+        """Put a copy of the instance's local store in storage's file area when the last
+        is ``plan.copy_every`` checkpoints old or more (see
+        :mod:`objectspace.checkpoint.copies`). A copy that cannot be put is only a slower
+        cold restore later: the batch goes on."""
+        local = instance.local
+        area = self._area(plan)
+        if local is None or area is None or plan.copy_every is None:
+            return
+        last = local.copied_at()
+        if last is not None and plan.checkpoint_id - last < plan.copy_every:
+            return
+        name = f"{_operator_digest(plan)}-{plan.parallelism}-{index}"
+        with contextlib.suppress(StorageError, OSError):
+            stats.copy_bytes_written += copies.upload(local, area, name, plan.checkpoint_id)
 
     def _fit(self, current: tuple[str, ...]) -> int:
         """Drop objects of the kept instances until the estimate of what they all hold is

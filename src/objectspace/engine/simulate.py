@@ -103,6 +103,7 @@ def simulate(
     batch_times: Sequence[datetime | int] | None = None,
     memory_budget: int | str | None = None,
     local_dir: str | None = None,
+    local_copy_every: int | None = 10,
 ) -> Simulation:
     """Run ``fn`` over ``batches`` (lists of row dicts; batch ``i`` is checkpoint ``i``)
     exactly as :class:`~objectspace.spark.StatefulRunner` would, without Spark.
@@ -131,6 +132,7 @@ def simulate(
     deleted at the end), holding in memory only the objects their batches use, and
     dropping the others beyond the budget after each batch. Outputs are the same as
     without a budget; the stats say what was loaded, evicted and resident.
+    ``local_copy_every``: the runner's (copies of the local stores in storage's file area).
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -181,6 +183,7 @@ def simulate(
         retain=retain,
         time=options,
         memory_budget=budget,
+        copy_every=local_copy_every,
     )
     with contextlib.ExitStack() as stack:
         residency = None

@@ -28,7 +28,10 @@ class TaskStats:
     ``objects_evicted``, dropped from memory to stay within the budget;
     ``objects_resident`` and ``bytes_resident`` (an estimate), what the instance holds in
     memory once the task is done. An object is one collection of a key's state (a key
-    with one ``state.value`` is one object).
+    with one ``state.value`` is one object). ``copy_bytes_read``: the bytes of a copy of
+    the instance's local store read from storage's file area (a process without the local
+    file); ``copy_bytes_written``: of a copy the task put there (see
+    :mod:`objectspace.checkpoint.copies`).
     """
 
     index: int = 0
@@ -54,6 +57,8 @@ class TaskStats:
     objects_evicted: int = 0
     objects_resident: int = 0
     bytes_resident: int = 0
+    copy_bytes_read: int = 0
+    copy_bytes_written: int = 0
     deadlines: list[list[int]] = field(default_factory=list)
     """Per key group the task ran: ``[key_group]`` (nothing due any more) or
     ``[key_group, earliest time due]``, for the driver's record."""
@@ -80,6 +85,9 @@ class BatchStats:
     objects_resident: int = 0
     bytes_resident: int = 0
     """The resident figures summed over the tasks (see :class:`TaskStats`)."""
+    copy_bytes_read: int = 0
+    copy_bytes_written: int = 0
+    """Bytes of local store copies read from and put in storage's file area."""
     cached_instances: int = 0
     snapshot_instances: int = 0
     seconds_total: float = 0.0
@@ -139,6 +147,8 @@ def sum_tasks(batch: BatchStats) -> None:
         batch.objects_evicted += stats.objects_evicted
         batch.objects_resident += stats.objects_resident
         batch.bytes_resident += stats.bytes_resident
+        batch.copy_bytes_read += stats.copy_bytes_read
+        batch.copy_bytes_written += stats.copy_bytes_written
         batch.cached_instances += stats.cached
         batch.snapshot_instances += stats.snapshot
         batch.seconds_restore += stats.seconds_restore

@@ -139,6 +139,13 @@ class StatefulRunner:
     rest is the worker's own: its libraries, a batch's rows, a save's encoded edits), else no
     budget (every key a worker's instances touched stays in memory).
 
+    ``local_copy_every`` (with a memory budget): every how many checkpoints an instance
+    puts a copy of its local store in the storage's file area (``sqlite:///path``: the
+    folder ``path.files``; segment storage: ``files/`` under its root; PostgreSQL keeps
+    none), so that a process with no local file for it (a new executor, another machine,
+    a wiped disk) starts from the copy and reads from storage only the writes made since,
+    not every key group whole (:mod:`objectspace.checkpoint.copies`); ``None``: never.
+
     ``require_c``: whether a task that finds the pure-Python collections on its executor
     (objectspace shipped as a zip, a failed build) fails with
     :class:`~objectspace.spark.preflight.DeploymentError` naming the cause instead of
@@ -196,6 +203,7 @@ class StatefulRunner:
         inline_state_bytes: int = INLINE_STATE_BYTES,
         memory_budget: int | str | None = None,
         local_dir: str | None = None,
+        local_copy_every: int | None = 10,
         require_c: bool | None = None,
     ) -> None:
         if not callable(fn):
@@ -252,6 +260,7 @@ class StatefulRunner:
             time=self.time_options,
             memory_budget=self.memory_budget,
             local_dir=local_dir,
+            copy_every=local_copy_every,
         )
         self._budget_known = memory_budget is not None
         self.require_c = resolve_require_c(require_c)

@@ -24,8 +24,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from objectspace.tables import TableChanges
+
+if TYPE_CHECKING:
+    from objectspace.storage.areas import FileArea
 
 __all__ = [
     "Backend",
@@ -312,6 +316,16 @@ class Backend(ABC):
     ) -> dict[str, dict[bytes, bytes]]:
         """The tables of one key group after applying ``writes`` in order."""
 
+    def read_changes(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, TableChanges] | None:
+        """The edits of ``writes`` (consecutive differential writes of one key group's
+        chain), merged in order as one write's changes, deleted rows and tables kept: what
+        brings the key group from its state after the write before them to its state after
+        the last. Each block is verified as :meth:`read` verifies it. ``None``: this
+        backend cannot say (the caller reads the key group's whole chain instead)."""
+        return None
+
     def load(
         self, job: str, operator: str, key_groups: range, as_of: int
     ) -> dict[int, tuple[list[WriteInfo], dict[str, dict[bytes, bytes]]]]:
@@ -361,6 +375,11 @@ class Backend(ABC):
         Removes older checkpoints, the writes no retained checkpoint's chains use, and
         pending writes at or before the last committed checkpoint (they can never commit).
         """
+
+    def file_area(self) -> FileArea | None:
+        """Where this storage keeps files beside its checkpoints
+        (:mod:`objectspace.storage.areas`); ``None``: nowhere."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional for backends without connections
         """Release connections; the next use reopens them."""

@@ -45,7 +45,7 @@ from objectspace.storage.blocks.decode import (
 from objectspace.storage.blocks.encode import CHUNK_ROWS, encode_block
 from objectspace.storage.blocks.framing import LEGACY, block_digest, block_intact
 from objectspace.storage.blocks.names import block_heads, path_component
-from objectspace.storage.blocks.replay import Block, replay
+from objectspace.storage.blocks.replay import Block, replay, replay_changes
 
 __all__ = [
     "CHUNK_ROWS",
@@ -68,5 +68,6 @@ __all__ = [
     "lookup",
     "path_component",
     "replay",
+    "replay_changes",
     "sample",
 ]

@@ -58,12 +58,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from objectspace.errors import CorruptStateError, StorageError
+from objectspace.storage.areas import FileArea, FsspecArea
 from objectspace.storage.blocks import (
     Block,
     block_digest,
     encode_block,
     path_component,
     replay,
+    replay_changes,
 )
 from objectspace.storage.contract import PendingPart, StagedWrite, WriteInfo
 from objectspace.storage.segments.delegate import CatalogDelegate
@@ -557,6 +559,25 @@ class SegmentBackend(CatalogDelegate):
         fetched.reverse()
         return self._replay(writes, blocks, fetched, where)
 
+    def file_area(self) -> FileArea | None:
+        """``files/`` under the storage root, on its filesystem."""
+        self.fs  # noqa: B018 - opens the filesystem, which sets self._base
+        return FsspecArea(self.fs, self._base + "/files")
+
+    def read_changes(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, TableChanges] | None:
+        where = f"job {job!r} operator {operator!r} "
+        in_catalog = iter(self.catalog.read_blocks([w for w in writes if w.segment is None], where))
+        blocks = [
+            next(in_catalog) if w.segment is None else Block(w, None, None, w.rows, "")
+            for w in writes
+        ]
+        fetched = self._fetch_all([w for w in writes if w.segment is not None])
+        fetched.reverse()
+        chain = self._chain(writes, blocks, fetched)
+        return replay_changes(chain, where, self.catalog.table_names, self.catalog.dictionary)
+
     def _replay(
         self,
         writes: Sequence[WriteInfo],
@@ -566,7 +587,15 @@ class SegmentBackend(CatalogDelegate):
     ) -> dict[str, dict[bytes, bytes]]:
         """Replay a key group's chain (verified), the bytes of its blocks in segment files
         popped from the end of ``fetched``."""
-        chain = [
+        chain = self._chain(writes, blocks, fetched)
+        return replay(chain, where, self.catalog.table_names, self.catalog.dictionary)
+
+    @staticmethod
+    def _chain(
+        writes: Sequence[WriteInfo], blocks: Sequence[Block], fetched: list[bytes]
+    ) -> list[Block]:
+        """``blocks`` with the bytes of those in segment files popped from ``fetched``."""
+        return [
             block
             if info.segment is None
             else dataclasses.replace(
@@ -574,7 +603,6 @@ class SegmentBackend(CatalogDelegate):
             )
             for info, block in zip(writes, blocks, strict=True)
         ]
-        return replay(chain, where, self.catalog.table_names, self.catalog.dictionary)
 
     def _fetch_all(self, infos: Sequence[WriteInfo]) -> list[bytes]:
         """The bytes of blocks in segment files (filesystem paths, see :meth:`_located`), in

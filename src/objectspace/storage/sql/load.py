@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from objectspace.errors import CorruptStateError
-from objectspace.storage.blocks import Block, replay
+from objectspace.storage.blocks import Block, replay, replay_changes
 from objectspace.storage.contract import WriteInfo
 from objectspace.storage.sql.dictionaries import Dictionaries
 from objectspace.storage.sql.heads import Heads
 from objectspace.storage.sql.tx import COMPACTION, Tx, _chunks, _marks
+from objectspace.tables import TableChanges
 
 __all__ = ["Loads"]
 
@@ -164,6 +165,14 @@ class Loads(Heads, Dictionaries):
     ) -> dict[str, dict[bytes, bytes]]:
         where = f"job {job!r} operator {operator!r} "
         return replay(self.read_blocks(writes, where), where, self.table_names, self.dictionary)
+
+    def read_changes(
+        self, job: str, operator: str, writes: Sequence[WriteInfo]
+    ) -> dict[str, TableChanges] | None:
+        where = f"job {job!r} operator {operator!r} "
+        return replay_changes(
+            self.read_blocks(writes, where), where, self.table_names, self.dictionary
+        )
 
     def load_blocks(
         self, job: str, operator: str, key_groups: range, as_of: int

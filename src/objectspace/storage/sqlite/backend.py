@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from objectspace.errors import StorageError
 from objectspace.storage import forks
+from objectspace.storage.areas import FileArea, LocalArea
 from objectspace.storage.sql.base import SQLBackend
 from objectspace.storage.sql.schema import SQLITE_SCHEMA, table_script
 from objectspace.storage.sql.sqlite_files import (
@@ -121,6 +122,10 @@ class SQLiteBackend(SQLBackend):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "memory_name": self.memory_name, "page_size": self.page_size}
+
+    def file_area(self) -> FileArea | None:
+        """The folder ``<database path>.files`` (a ``memory://`` store keeps none)."""
+        return None if self.path is None else LocalArea(self.path + ".files")
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]

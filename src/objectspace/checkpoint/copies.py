@@ -1,0 +1,116 @@
+"""Copies of instances' local stores, kept in storage's file area for cold restores.
+
+An executor that has no local store for an instance (a new machine, a wiped disk, a
+restart elsewhere) would rebuild every key group a batch touches from its whole chain of
+blocks: a 1% batch reads the whole state. As Spark's and Flink's RocksDB state stores
+upload their files with checkpoints, an instance puts a copy of its local store in the
+storage's file area (:meth:`~objectspace.storage.contract.Backend.file_area`) every few
+checkpoints; a process that opens the instance without a local file starts from the
+newest copy, and brings each key group it touches from the copy's head to the committed
+one by reading only the differential writes after it
+(:meth:`~objectspace.checkpoint.Instance`, "catch up"); a key group compacted since, or
+absent from the copy, is rebuilt from storage as before.
+
+A copy is the store's SQLite file (a consistent backup, so the last save's pending edits
+too, which are applied only if that save was committed), compressed with zstd, named
+``<store>.<checkpoint, 12 digits>.<sha-256 of the bytes, 32 hex digits>.db.zst``. A reader
+verifies the digest before it decompresses anything, and then opens the file as any local
+store (its identity and schema are checked; each row carries a CRC): a copy that fails is
+skipped for the next older one. The newest :data:`KEEP` copies of a store are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+
+import zstandard
+
+from objectspace.checkpoint.local import LocalStore
+from objectspace.errors import StorageError
+from objectspace.storage.areas import FileArea
+
+__all__ = ["KEEP", "download", "upload"]
+
+KEEP = 2
+"""Copies kept per store (the newest ones)."""
+
+_CHUNK = 1 << 20
+_NAME = re.compile(
+    r"^(?P<store>[A-Za-z0-9_-]+)\.(?P<checkpoint>\d{12})\.(?P<digest>[0-9a-f]{32})\.db\.zst$"
+)
+
+
+def _copies(area: FileArea, store: str) -> list[tuple[int, str, str]]:
+    """``(checkpoint, digest, name)`` of the copies of ``store`` in ``area``, newest first."""
+    found = []
+    for name in area.names():
+        match = _NAME.match(name)
+        if match and match["store"] == store:
+            found.append((int(match["checkpoint"]), match["digest"], name))
+    return sorted(found, reverse=True)
+
+
+def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> int:
+    """Put a copy of ``local`` (named ``store``, holding the save of ``checkpoint_id``) in
+    ``area``, delete the copies beyond the newest :data:`KEEP`, and record the checkpoint
+    in the store (:meth:`LocalStore.copied_at`); the bytes put."""
+    folder = os.path.dirname(local.path)
+    with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
+        raw = os.path.join(tmp, "store.db")
+        packed = os.path.join(tmp, "store.db.zst")
+        local.backup(raw)
+        digest = hashlib.sha256()
+        with open(raw, "rb") as source, open(packed, "wb") as target:
+            writer = zstandard.ZstdCompressor(level=1).stream_writer(target, closefd=False)
+            with writer:
+                while chunk := source.read(_CHUNK):
+                    writer.write(chunk)
+        with open(packed, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+        name = f"{store}.{checkpoint_id:012d}.{digest.hexdigest()[:32]}.db.zst"
+        size = area.put(name, packed)
+    local.set_copied_at(checkpoint_id)
+    area.delete(name for _, _, name in _copies(area, store)[KEEP:])
+    return size
+
+
+def download(area: FileArea, store: str, at_most: int, path: str) -> tuple[int, bool]:
+    """Write the newest copy of ``store`` made at or before checkpoint ``at_most`` whose
+    bytes match their digest to ``path`` (unless a file is there); the bytes read from
+    ``area``, and whether a copy was written."""
+    read = 0
+    folder = os.path.dirname(path)
+    for checkpoint_id, digest, name in _copies(area, store):
+        if checkpoint_id > at_most:
+            continue
+        with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
+            packed = os.path.join(tmp, "store.db.zst")
+            try:
+                size = area.get(name, packed)
+            except StorageError:
+                continue
+            if size is None:
+                continue
+            read += size
+            found = hashlib.sha256()
+            with open(packed, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    found.update(chunk)
+            if found.hexdigest()[:32] != digest:
+                continue  # damaged: an older copy, or none
+            part = os.path.join(tmp, "store.db")
+            try:
+                with open(packed, "rb") as source, open(part, "wb") as target:
+                    zstandard.ZstdDecompressor().copy_stream(source, target)
+            except zstandard.ZstdError:
+                continue
+            try:
+                os.link(part, path)  # (never over a file another process made)
+            except FileExistsError:
+                return read, False
+            return read, True
+    return read, False

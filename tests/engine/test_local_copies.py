@@ -1,0 +1,174 @@
+"""Copies of local stores in storage's file area: a process with no local file for an
+instance starts from the newest copy and reads only the writes made since."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import pytest
+
+from objectspace.checkpoint import CompactionPolicy
+from objectspace.engine.columns import check_copy_every
+from objectspace.storage import open_backend
+from objectspace.storage.areas import FsspecArea, LocalArea, check_name
+from objectspace.testing import simulate
+
+
+def _sum(key: Any, rows: list[dict[str, Any]], state: Any) -> list[dict[str, Any]]:
+    total = state.value("total", 0)
+    seen = state.dict("seen")
+    for row in rows:
+        total.value += row["x"]
+        seen[row["x"] % 5] = seen.get(row["x"] % 5, 0) + 1
+        if row["x"] == 13:
+            seen.clear()
+    return [{"k": key, "total": total.value, "seen": len(seen)}]
+
+
+def _batches(seed: int, n: int, keys: int = 400, rows: int = 60) -> list[list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    first = [{"k": k, "x": 1, "t": 0} for k in range(keys)]
+    return [first] + [
+        [{"k": rng.randrange(keys), "x": rng.randrange(20), "t": i} for i in range(rows)]
+        for _ in range(n - 1)
+    ]
+
+
+def _run(batches: list[list[dict[str, Any]]], storage: str, local: str, **kw: Any) -> Any:
+    return simulate(
+        _sum,
+        batches,
+        key="k",
+        order_by="t",
+        storage=storage,
+        memory_budget="64 MiB",
+        local_dir=local,
+        parallelism=2,
+        max_key_groups=16,
+        retain=None,
+        **kw,
+    )
+
+
+def _cold(storage: str, local: str, done: int, batch: list[dict[str, Any]], **kw: Any) -> Any:
+    """A new process with no local store: the committed checkpoints replayed empty (as
+    simulate needs), then ``batch``."""
+    return _run([[] for _ in range(done)] + [batch], storage, local, **kw)
+
+
+def test_a_process_without_its_local_store_starts_from_a_copy(tmp_path: Any) -> None:
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = _batches(1, 14)
+    _run(batches, storage, str(tmp_path / "a"))
+    names = sorted(os.listdir(tmp_path / "state.db.files"))
+    # copies at checkpoints 0 and 10, two instances
+    assert [n.split(".")[1] for n in names] == ["000000000000", "000000000010"] * 2
+
+    last = [{"k": k, "x": 2, "t": 99} for k in (0, 7, 199, 398)]
+    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 14, last)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    stats = cold.stats[-1]
+    assert stats.copy_bytes_read > 0
+    rebuilt = _cold(storage, str(tmp_path / "c"), 14, last, local_copy_every=None)
+    assert rebuilt.outputs[-1] == plain.outputs[-1]
+    assert rebuilt.stats[-1].copy_bytes_read == 0
+    # From the copy (checkpoint 10): only the writes of checkpoints 11-13 of the key
+    # groups touched; without one, every touched key group's whole chain.
+    assert 0 < stats.rows_read < rebuilt.stats[-1].rows_read / 3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cold_starts_give_what_an_uninterrupted_run_gives(seed: int, tmp_path: Any) -> None:
+    """Random workloads; the state goes cold (a new local folder) at random checkpoints,
+    with compactions between copies (those key groups are rebuilt, the others caught up)."""
+    rng = random.Random(seed)
+    batches = _batches(seed, 24)
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    policy = CompactionPolicy(max_chain_length=rng.choice([3, 7, 64]), min_chain_bytes=0)
+    plain = simulate(_sum, batches, key="k", order_by="t", max_key_groups=16)
+    done = 0
+    outputs: list[Any] = []
+    for stop in [*sorted(rng.sample(range(2, 23), 3)), 24]:
+        run = _run(
+            [[] for _ in range(done)] + batches[done:stop],
+            storage,
+            str(tmp_path / f"local-{stop}"),
+            compaction=policy,
+            local_copy_every=rng.choice([1, 3, 5]),
+        )
+        outputs += run.outputs[done:stop]
+        done = stop
+    assert outputs == plain.outputs
+
+
+def test_a_damaged_copy_is_skipped_for_an_older_one(tmp_path: Any) -> None:
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = _batches(2, 12)
+    _run(batches, storage, str(tmp_path / "a"))
+    folder = tmp_path / "state.db.files"
+    for name in os.listdir(folder):
+        if ".000000000010." in name:  # the newest copy of each instance: one byte off
+            data = bytearray((folder / name).read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            (folder / name).write_bytes(bytes(data))
+    sizes = {n: os.path.getsize(folder / n) for n in os.listdir(folder)}
+    last = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 37)]
+    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 12, last)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    # both copies of each instance read: the damaged newest and the one of checkpoint 0
+    assert cold.stats[-1].copy_bytes_read == sum(sizes.values())
+    # and, that copy being 12 checkpoints old, a new one put
+    assert cold.stats[-1].copy_bytes_written > 0
+    assert sum(".000000000012." in n for n in os.listdir(folder)) == 2
+
+
+def test_a_cold_start_on_every_storage(any_storage_url: str, tmp_path: Any) -> None:
+    """With a file area (sqlite:///, segments on file:// and S3) the cold process starts
+    from a copy; without one (memory://, PostgreSQL) it rebuilds from the chains."""
+    storage = any_storage_url
+    batches = _batches(3, 4)
+    _run(batches, storage, str(tmp_path / "a"))
+    area = open_backend(storage).file_area()
+    if area is not None:
+        assert len(area.names()) == 2  # checkpoint 0, per instance
+    last = [{"k": 5, "x": 1, "t": 9}, {"k": 301, "x": 4, "t": 9}]
+    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 4, last)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    if area is None:
+        assert cold.stats[-1].copy_bytes_read == 0
+        assert cold.stats[-1].rows_read > 0
+    else:
+        assert cold.stats[-1].copy_bytes_read > 0
+
+
+def test_file_areas(tmp_path: Any) -> None:
+    import fsspec
+
+    source = tmp_path / "source"
+    source.write_bytes(b"x" * 1000)
+    for area in (
+        LocalArea(str(tmp_path / "local")),
+        FsspecArea(fsspec.filesystem("file"), str(tmp_path / "fs")),
+    ):
+        assert area.names() == []
+        assert area.put("a.db", str(source)) == 1000
+        assert area.put("b.db", str(source)) == 1000
+        assert area.names() == ["a.db", "b.db"]
+        assert area.get("a.db", str(tmp_path / "got")) == 1000
+        assert (tmp_path / "got").read_bytes() == b"x" * 1000
+        assert area.get("missing", str(tmp_path / "none")) is None
+        area.delete(["a.db", "missing"])
+        assert area.names() == ["b.db"]
+        os.unlink(tmp_path / "got")
+    for bad in ("", ".hidden", "a/b", "../x", "é"):
+        with pytest.raises(ValueError, match="plain file names"):
+            check_name(bad)
+    assert open_backend("memory://x").file_area() is None
+    for bad_every in (0, -1, 1.5, "10"):
+        with pytest.raises(ValueError, match="local_copy_every"):
+            check_copy_every(bad_every)  # type: ignore[arg-type]
