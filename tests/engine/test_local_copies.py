@@ -78,6 +78,7 @@ def test_a_process_without_its_local_store_starts_from_a_copy(tmp_path: Any) -> 
     # From the copy (checkpoint 10): only the writes of checkpoints 11-13 of the key
     # groups touched; without one, every touched key group's whole chain.
     assert 0 < stats.rows_read < rebuilt.stats[-1].rows_read / 3
+    assert stats.copy_bytes_written == 0  # the copy it started from is 4 checkpoints old
 
 
 @pytest.mark.parametrize("seed", range(3))

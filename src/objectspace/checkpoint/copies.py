@@ -58,6 +58,18 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
     ``area``, delete the copies beyond the newest :data:`KEEP`, and record the checkpoint
     in the store (:meth:`LocalStore.copied_at`); the bytes put."""
     folder = os.path.dirname(local.path)
+    previous = local.copied_at()
+    local.set_copied_at(checkpoint_id)  # before the backup: the copy says it is the last
+    try:
+        size = _put(local, area, store, checkpoint_id, folder)
+    except BaseException:
+        local.set_copied_at(previous)
+        raise
+    area.delete(old for _, _, old in _copies(area, store)[KEEP:])
+    return size
+
+
+def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int, folder: str) -> int:
     with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
         raw = os.path.join(tmp, "store.db")
         packed = os.path.join(tmp, "store.db.zst")
@@ -72,10 +84,7 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
             while chunk := f.read(_CHUNK):
                 digest.update(chunk)
         name = f"{store}.{checkpoint_id:012d}.{digest.hexdigest()[:32]}.db.zst"
-        size = area.put(name, packed)
-    local.set_copied_at(checkpoint_id)
-    area.delete(name for _, _, name in _copies(area, store)[KEEP:])
-    return size
+        return area.put(name, packed)
 
 
 def download(area: FileArea, store: str, at_most: int, path: str) -> tuple[int, bool]:

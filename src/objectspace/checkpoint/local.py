@@ -310,7 +310,7 @@ class LocalStore:
         row = self._db.execute("SELECT value FROM meta WHERE name = 'copied_at'").fetchone()
         return None if row is None or type(row[0]) is not int else row[0]
 
-    def set_copied_at(self, checkpoint_id: int) -> None:
+    def set_copied_at(self, checkpoint_id: int | None) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('copied_at', ?)", (checkpoint_id,))
 
     def close(self) -> None:
