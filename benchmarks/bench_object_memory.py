@@ -10,7 +10,12 @@ after, and prints bytes per key (the id strings and the space's index entries in
            store dropped afterwards (a fork of the process wrote its tables to a file): what
            the save leaves behind in the objects, and what fragmentation it leaves;
 * restore: in another fresh subprocess, ``ObjectSpace.load`` of those tables, the RSS
-           before taken with the tables already in memory.
+           before taken with the tables already in memory;
+* between uses (the value case): in a third, a space with a backing (as an instance's key
+           groups with a memory budget), the keys created a tenth at a time, each tenth
+           saved and evicted before the next (as batches do): each evicted value is kept
+           as its plain value (``Residents.compact``) until its next use, and the next
+           tenth's objects reuse the memory the last tenth's freed.
 
 Freed memory is handed back to the system (``malloc_trim``) before each reading, so a
 reading is what the live objects hold, with what fragmentation leaves.
@@ -101,6 +106,41 @@ def child_create(case: str, n: int, dump: str) -> dict[str, Any]:
     }
 
 
+class _NoBacking:
+    """A backing that holds nothing (the objects' saved state does not matter here)."""
+
+    def fetch(self, object_id: str) -> None:
+        return None
+
+    def ids(self, prefix: str = "") -> Any:
+        return iter(())
+
+    def rows(self) -> Any:
+        return iter(())
+
+
+def child_between(n: int) -> dict[str, Any]:
+    """A value per key in a backed space (as an instance's key groups with a memory
+    budget), saved, then evicted: kept between uses as plain values
+    (``Residents.compact``)."""
+    import objectspace as osp
+
+    before = rss()
+    space = osp.ObjectSpace(backing=_NoBacking())
+    residents = space.residents
+    assert residents is not None
+    rounds = 10  # as batches do: each uses a tenth of the keys, then they leave memory
+    for r in range(rounds):
+        for i in range(r * n // rounds, (r + 1) * n // rounds):
+            space.create_value(f"{i!r}/v", float(i))
+        store = osp.MemoryStore()
+        space.checkpoint(store)
+        del store
+        residents.evict(n)
+    assert len(residents.compact) == n and residents.count() == 0
+    return {"between": (rss() - before) / n}
+
+
 def _dump_in_fork(store: Any, dump: str) -> None:
     """Pickle the store's tables to ``dump`` from a forked child, so that this process
     allocates nothing for it."""
@@ -154,6 +194,9 @@ def measure(case: str, n: int, pure: bool) -> dict[str, Any]:
         dump = os.path.join(d, "tables.pickle")
         result = _run(["--child", case, "--keys", str(n), "--dump", dump], pure)
         result.update(_run(["--child", "restore", "--keys", str(n), "--dump", dump], pure))
+    result["between"] = None
+    if case == "value":
+        result.update(_run(["--child", "between", "--keys", str(n)], pure))
     return result
 
 
@@ -165,13 +208,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--impl", choices=("c", "python", "both"), default="both")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
-    parser.add_argument("--child", choices=(*CASES, "restore"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=(*CASES, "restore", "between"), help=argparse.SUPPRESS)
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="10,000 keys")
     parser.add_argument("--no-record", action="store_true", help="(nothing is recorded anyway)")
     args = parser.parse_args(argv)
     if args.child == "restore":
         print(json.dumps(child_restore(args.keys, args.dump)))
+        return
+    if args.child == "between":
+        print(json.dumps(child_between(args.keys)))
         return
     if args.child:
         print(json.dumps(child_create(args.child, args.keys, args.dump)))
@@ -193,12 +239,22 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{r['create']:,.0f} B",
                     f"{r['save']:,.0f} B",
                     f"{r['restore']:,.0f} B",
+                    "-" if r["between"] is None else f"{r['between']:,.0f} B",
                 ]
             )
             print(f"  {case} ({r['impl']}): {rows[-1][3:]}", file=sys.stderr, flush=True)
     print()
     print_table(
-        ["object per key", "impl", "keys", "after create", "after save", "after restore"], rows
+        [
+            "object per key",
+            "impl",
+            "keys",
+            "after create",
+            "after save",
+            "after restore",
+            "between uses (evicted to a value)",
+        ],
+        rows,
     )
     print(f"\nTarget: <= {TARGET} B of RSS per resident float value.")
 

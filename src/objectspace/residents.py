@@ -8,26 +8,41 @@ loading them, copies the kept rows of objects not in memory into a full save, an
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from objectspace.collections import KINDS
 from objectspace.collections.base import Emitter, PersistedObject
+from objectspace.collections.value import PersistedValue
 from objectspace.errors import CorruptStateError, SerializationError
 from objectspace.tables import DictReader, StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 
-__all__ = ["ENTRY_BYTES", "OBJECT_BYTES", "Backing", "Residents", "decode_object", "estimate"]
+__all__ = [
+    "COMPACT_BYTES",
+    "ENTRY_BYTES",
+    "OBJECT_BYTES",
+    "Backing",
+    "Residents",
+    "decode_object",
+    "estimate",
+]
 
 OBJECT_BYTES = 240
 """What :meth:`Residents.nbytes` counts per object in memory, and :data:`ENTRY_BYTES` per
 entry it holds: an estimate of their RAM (an object, its id, the space's reference; an
 entry's key, value and reference), not a measurement."""
 ENTRY_BYTES = 96
+COMPACT_BYTES = 140
+"""What :meth:`Residents.nbytes` counts per value kept between uses as a plain value (its
+id, its value and its entry; measured about 130 bytes for a float)."""
 _NONE = object()
+# Values a value object may be kept as between uses: immutable, and without references.
+_PLAIN_VALUES = frozenset({float, int, str, bytes, bool, type(None)})
 
 
 class Backing(Protocol):
@@ -63,9 +78,15 @@ class Residents:
     The space's own dict holds them, in about the order they were last loaded or saved
     (oldest first: :meth:`ObjectSpace.on_saved` moves the saved ones to the end).
     ``loaded`` counts the objects loaded from the backing so far.
+
+    Between uses, a value object holding a plain value (a float, an int, a str, bytes, a
+    bool, ``None``) leaves memory as that value alone, in :attr:`compact` (id -> value,
+    oldest first): about 130 bytes for a float instead of the object's 210. Its next use
+    makes the object again from it, without reading the backing (which holds the same
+    value: only objects whose edits are acknowledged leave).
     """
 
-    __slots__ = ("_absent", "backing", "loaded", "space")
+    __slots__ = ("_absent", "backing", "compact", "loaded", "space")
 
     def __init__(self, space: ObjectSpace, backing: Backing) -> None:
         self.space = space
@@ -73,6 +94,7 @@ class Residents:
         self.loaded = 0
         # Ids the backing was asked for and does not hold (until forget_absent).
         self._absent: set[str] = set()
+        self.compact: dict[str, Any] = {}
 
     def fetch(self, object_id: str, creating: bool = False) -> PersistedObject | None:
         """Object ``object_id`` loaded from the backing into the space, or ``None`` if the
@@ -88,7 +110,15 @@ class Residents:
         ):
             if creating:
                 absent.discard(object_id)
+            self.compact.pop(object_id, None)  # (a deleted object's value)
             return None
+        compact = self.compact
+        if compact:
+            value = compact.pop(object_id, _NONE)
+            if value is not _NONE:
+                made = PersistedValue(space, object_id, value)
+                space._objects[object_id] = made
+                return made
         found = self.backing.fetch(object_id)
         if found is None:
             if not creating:
@@ -119,14 +149,24 @@ class Residents:
         return len(self.space._objects)
 
     def nbytes(self) -> int:
-        """An estimate of the RAM of the objects in memory (see :data:`OBJECT_BYTES`).
-        O(objects in memory)."""
-        return sum(estimate(o) for o in self.space._objects.values())
+        """An estimate of the RAM of the objects in memory and of the values kept between
+        uses (see :data:`OBJECT_BYTES`, :data:`COMPACT_BYTES`). O(objects in memory)."""
+        return sum(map(estimate, self.space._objects.values())) + COMPACT_BYTES * len(self.compact)
+
+    def drop_compact(self, count: int) -> int:
+        """Forget up to ``count`` of the values kept between uses, the oldest first (the
+        backing holds them); how many were forgotten."""
+        compact = self.compact
+        gone = list(itertools.islice(compact, max(count, 0)))
+        for object_id in gone:
+            del compact[object_id]
+        return len(gone)
 
     def evict(self, count: int) -> int:
         """Drop up to ``count`` objects without unsaved or unacknowledged edits from memory,
-        the least recently loaded or saved first; the backing keeps them and the next use
-        loads them again. Returns how many were dropped. A dropped object is detached:
+        the least recently loaded or saved first (a value object holding a plain value is
+        kept as that value, see the class docstring); the backing keeps them and the next
+        use loads them again. Returns how many were dropped. A dropped object is detached:
         keep no reference to one past a batch (``KeyState`` gives a fresh one)."""
         if count <= 0:
             return 0
@@ -139,8 +179,12 @@ class Residents:
                 break
             if object_id not in busy:
                 dropped.append((object_id, obj))
+        compact = self.compact
+        plain = _PLAIN_VALUES
         for object_id, obj in dropped:
             del objects[object_id]
+            if type(obj) is PersistedValue and type(obj._value) in plain:
+                compact[object_id] = obj._value
             obj._space = None
         self._absent.clear()
         return len(dropped)

@@ -173,3 +173,23 @@ def test_file_areas(tmp_path: Any) -> None:
     for bad_every in (0, -1, 1.5, "10"):
         with pytest.raises(ValueError, match="local_copy_every"):
             check_copy_every(bad_every)  # type: ignore[arg-type]
+
+
+def test_copies_at_a_new_parallelism_replace_those_of_the_old(tmp_path: Any) -> None:
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = _batches(4, 8)
+    plain = simulate(_sum, batches, key="k", order_by="t", max_key_groups=16)
+    sim = simulate(
+        _sum,
+        batches,
+        key="k",
+        order_by="t",
+        storage=storage,
+        memory_budget="64 MiB",
+        local_dir=str(tmp_path / "local"),
+        parallelism={0: 2, 4: 3},
+        max_key_groups=16,
+    )
+    assert sim.outputs == plain.outputs
+    stores = {name.split(".")[0] for name in os.listdir(tmp_path / "state.db.files")}
+    assert len(stores) == 3 and all(s.split("-")[1] == "3" for s in stores)

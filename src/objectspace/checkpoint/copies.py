@@ -16,7 +16,9 @@ too, which are applied only if that save was committed), compressed with zstd, n
 ``<store>.<checkpoint, 12 digits>.<sha-256 of the bytes, 32 hex digits>.db.zst``. A reader
 verifies the digest before it decompresses anything, and then opens the file as any local
 store (its identity and schema are checked; each row carries a CRC): a copy that fails is
-skipped for the next older one. The newest :data:`KEEP` copies of a store are kept.
+skipped for the next older one. The newest :data:`KEEP` copies of a store are kept; a
+copy put at one parallelism deletes the operator's copies at any other (a rescale left
+them: a copy serves only the key groups of its own instance).
 """
 
 from __future__ import annotations
@@ -39,18 +41,21 @@ KEEP = 2
 
 _CHUNK = 1 << 20
 _NAME = re.compile(
-    r"^(?P<store>[A-Za-z0-9_-]+)\.(?P<checkpoint>\d{12})\.(?P<digest>[0-9a-f]{32})\.db\.zst$"
+    r"^(?P<operator>[0-9a-f]+)-(?P<parallelism>\d+)-(?P<index>\d+)"
+    r"\.(?P<checkpoint>\d{12})\.(?P<digest>[0-9a-f]{32})\.db\.zst$"
 )
 
 
-def _copies(area: FileArea, store: str) -> list[tuple[int, str, str]]:
-    """``(checkpoint, digest, name)`` of the copies of ``store`` in ``area``, newest first."""
+def _copies(area: FileArea) -> list[tuple[str, int, str, str]]:
+    """``(store, checkpoint, digest, name)`` of every copy in ``area``, newest first; a store
+    is named ``<operator>-<parallelism>-<index>``."""
     found = []
     for name in area.names():
         match = _NAME.match(name)
-        if match and match["store"] == store:
-            found.append((int(match["checkpoint"]), match["digest"], name))
-    return sorted(found, reverse=True)
+        if match:
+            store = f"{match['operator']}-{match['parallelism']}-{match['index']}"
+            found.append((store, int(match["checkpoint"]), match["digest"], name))
+    return sorted(found, key=lambda c: c[1], reverse=True)
 
 
 def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> int:
@@ -65,8 +70,21 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
     except BaseException:
         local.set_copied_at(previous)
         raise
-    area.delete(old for _, _, old in _copies(area, store)[KEEP:])
+    mine = [name for other, _, _, name in _copies(area) if other == store]
+    area.delete(mine[KEEP:])
+    area.delete(_other_parallelism(area, store))
     return size
+
+
+def _other_parallelism(area: FileArea, store: str) -> list[str]:
+    """The copies of the same operator's stores at another parallelism than ``store``'s:
+    left by a run before a rescale."""
+    operator, parallelism, _ = store.split("-")
+    return [
+        name
+        for other, _, _, name in _copies(area)
+        if other.startswith(operator + "-") and other.split("-")[1] != parallelism
+    ]
 
 
 def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int, folder: str) -> int:
@@ -93,8 +111,8 @@ def download(area: FileArea, store: str, at_most: int, path: str) -> tuple[int, 
     ``area``, and whether a copy was written."""
     read = 0
     folder = os.path.dirname(path)
-    for checkpoint_id, digest, name in _copies(area, store):
-        if checkpoint_id > at_most:
+    for other, checkpoint_id, digest, name in _copies(area):
+        if other != store or checkpoint_id > at_most:
             continue
         with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
             packed = os.path.join(tmp, "store.db.zst")

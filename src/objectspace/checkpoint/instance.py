@@ -371,6 +371,11 @@ class Instance:
         for r in residents:
             count = r.count()
             dropped += r.evict(count - int(count * keep))
+        total = sum(r.nbytes() for r in residents)
+        if total > budget:  # the values kept between uses, the oldest first
+            keep = max(budget, 0) / total
+            for r in residents:
+                r.drop_compact(len(r.compact) - int(len(r.compact) * keep))
         self.objects_evicted += dropped
         return dropped
 

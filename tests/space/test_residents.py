@@ -1,0 +1,117 @@
+"""A backed space between uses: objects evicted, plain values kept as values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from objectspace import MemoryStore, ObjectSpace
+from objectspace.residents import COMPACT_BYTES
+
+
+class _Kept:
+    """A backing that holds the tables a store committed (what a local store holds once
+    the saves are acknowledged)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def _tables(self) -> dict[str, dict[bytes, bytes]]:
+        return self.store.dump()  # type: ignore[no-any-return]
+
+    def fetch(self, object_id: str) -> tuple[bytes, dict[str, dict[bytes, bytes]]] | None:
+        tables = self._tables()
+        kind = tables.get("state/index", {}).get(object_id.encode())
+        if kind is None:
+            return None
+        prefix = f"state/item/{object_id}/"
+        return kind, {t: rows for t, rows in tables.items() if t.startswith(prefix)}
+
+    def ids(self, prefix: str = "") -> Iterator[str]:
+        for raw in self._tables().get("state/index", {}):
+            if raw.decode().startswith(prefix):
+                yield raw.decode()
+
+    def rows(self) -> Iterator[tuple[str, str, bytes, bytes]]:
+        return iter(())
+
+
+def _space() -> tuple[ObjectSpace, MemoryStore]:
+    store = MemoryStore()
+    space = ObjectSpace(backing=_Kept(store))
+    return space, store
+
+
+VALUES: list[Any] = [1.5, 7, "text", b"raw", True, None]
+
+
+def test_plain_values_stay_as_values_between_uses() -> None:
+    space, store = _space()
+    for i, value in enumerate(VALUES):
+        space.create_value(f"v{i}", value)
+    space.create_value("boxed", [1, 2])  # not a plain value: evicted whole
+    space.create_dict("d")["a"] = 1
+    space.checkpoint(store)
+    residents = space.residents
+    assert residents is not None
+    before = residents.nbytes()
+    assert residents.evict(100) == len(VALUES) + 2
+    assert residents.count() == 0
+    assert list(residents.compact) == [f"v{i}" for i in range(len(VALUES))]
+    assert residents.nbytes() == COMPACT_BYTES * len(VALUES) < before
+    loaded = residents.loaded
+    for i, value in enumerate(VALUES):
+        obj = space.get(f"v{i}")
+        assert obj.value == value and type(obj.value) is type(value)  # type: ignore[attr-defined]
+        assert not space.is_dirty
+    assert residents.loaded == loaded  # none read from the backing
+    assert space.get("boxed").value == [1, 2]  # type: ignore[attr-defined]
+    assert residents.loaded == loaded + 1
+    assert not residents.compact
+    assert sorted(space.ids()) == sorted([*(f"v{i}" for i in range(len(VALUES))), "boxed", "d"])
+
+
+def test_an_edit_after_a_compact_stay_is_saved() -> None:
+    space, store = _space()
+    space.create_value("a", 1.0)
+    space.checkpoint(store)
+    residents = space.residents
+    assert residents is not None
+    residents.evict(10)
+    space.get("a").value = 2.0  # type: ignore[attr-defined]
+    assert space.is_dirty
+    space.checkpoint(store)
+    assert ObjectSpace.load(store.reader()).get("a").value == 2.0  # type: ignore[attr-defined]
+
+
+def test_a_deleted_value_leaves_the_compact_values() -> None:
+    space, store = _space()
+    space.create_value("a", 1.0)
+    space.create_value("b", 2.0)
+    space.checkpoint(store)
+    residents = space.residents
+    assert residents is not None
+    residents.evict(10)
+    space.delete("a")
+    assert "a" not in residents.compact
+    assert "a" not in space
+    with pytest.raises(KeyError):
+        space.get("a")
+    assert residents.drop_compact(5) == 1  # b, the only one left
+    assert space.get("b").value == 2.0  # type: ignore[attr-defined]  (from the backing)
+
+
+def test_drop_compact_forgets_the_oldest_first() -> None:
+    space, store = _space()
+    for i in range(10):
+        space.create_value(f"v{i}", float(i))
+    space.checkpoint(store)
+    residents = space.residents
+    assert residents is not None
+    residents.evict(10)
+    assert residents.drop_compact(4) == 4
+    assert list(residents.compact) == [f"v{i}" for i in range(4, 10)]
+    assert residents.drop_compact(0) == 0
+    assert residents.drop_compact(-3) == 0
