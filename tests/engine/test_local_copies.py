@@ -3,6 +3,7 @@ instance starts from the newest copy and reads only the writes made since."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from typing import Any
@@ -193,3 +194,17 @@ def test_copies_at_a_new_parallelism_replace_those_of_the_old(tmp_path: Any) -> 
     assert sim.outputs == plain.outputs
     stores = {name.split(".")[0] for name in os.listdir(tmp_path / "state.db.files")}
     assert len(stores) == 3 and all(s.split("-")[1] == "3" for s in stores)
+
+
+def test_a_copy_that_cannot_be_put_is_logged_and_the_batch_goes_on(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    (tmp_path / "state.db.files").write_text("a file where the folder would be")
+    batches = _batches(5, 3)
+    plain = simulate(_sum, batches, key="k", order_by="t", max_key_groups=16)
+    with caplog.at_level(logging.WARNING, logger="objectspace.engine.residency"):
+        sim = _run(batches, storage, str(tmp_path / "a"))
+    assert sim.outputs == plain.outputs
+    assert sum(s.copy_bytes_written for s in sim.stats) == 0
+    assert "no copy of its local store put in LocalArea" in caplog.text

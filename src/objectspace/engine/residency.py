@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from objectspace.storage.areas import FileArea
 
 __all__ = ["Residency", "adopt", "heads_match", "instance_identity", "parse_bytes"]
+
+_log = logging.getLogger(__name__)
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -142,6 +145,11 @@ def _operator_digest(plan: TaskPlan) -> str:
     info = plan.info
     parts = (plan.storage.url, info.job, info.name, info.max_key_groups)
     return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def _store_name(plan: TaskPlan, index: int) -> str:
+    """The name of instance ``index``'s local store (and of its copies)."""
+    return f"{_operator_digest(plan)}-{plan.parallelism}-{index}"
 
 
 def _sweep(folder: str, operator: str, parallelism: int) -> list[str]:
@@ -261,7 +269,7 @@ class Residency:
         if (operator, plan.parallelism) not in self._swept:
             self._swept.add((operator, plan.parallelism))
             _sweep(folder, operator, plan.parallelism)
-        name = f"{operator}-{plan.parallelism}-{index}"
+        name = _store_name(plan, index)
         area = self._area(plan)
         seed = None
         if area is not None and plan.base is not None:
@@ -286,18 +294,20 @@ class Residency:
         the batch runs on, else one over its local store."""
         key = self._key(plan, index)
         kept = self.instances.get(key)
-        if kept is not None and kept.local is not None:
-            if kept.local.acquire() and adopt(plan, kept):
+        store: LocalStore | None = None
+        if kept is not None:
+            local = kept.local
+            if local is not None and local.acquire() and adopt(plan, kept):
                 stats.cached = True
                 stats.objects_evicted += self._fit(key)  # the edits just acknowledged
                 del self.instances[key]
                 return kept
             del self.instances[key]
-            store: LocalStore | None = kept.local if kept.local.locked else None
-            if store is None:
-                kept.local.close()
-        else:
-            store = None
+            if local is not None:
+                if local.locked:
+                    store = local
+                else:
+                    local.close()
         if store is None:
             store = self._open(plan, index, stats)
         return plan.restore(index, local=store)
@@ -332,9 +342,18 @@ class Residency:
         last = local.copied_at()
         if last is not None and plan.checkpoint_id - last < plan.copy_every:
             return
-        name = f"{_operator_digest(plan)}-{plan.parallelism}-{index}"
-        with contextlib.suppress(StorageError, OSError):
-            stats.copy_bytes_written += copies.upload(local, area, name, plan.checkpoint_id)
+        try:
+            stats.copy_bytes_written += copies.upload(
+                local, area, _store_name(plan, index), plan.checkpoint_id
+            )
+        except (StorageError, OSError) as exc:
+            _log.warning(
+                "operator %r instance %d: no copy of its local store put in %r: %s",
+                plan.info.name,
+                index,
+                area,
+                exc,
+            )
 
     def _fit(self, current: tuple[str, ...]) -> int:
         """Drop objects of the kept instances until the estimate of what they all hold is
