@@ -68,10 +68,10 @@ class LocalArea(FileArea):
         return f"LocalArea({self.root!r})"
 
     def put(self, name: str, source: str) -> int:
-        os.makedirs(self.root, exist_ok=True)
         target = os.path.join(self.root, check_name(name))
         part = f"{target}.{uuid.uuid4().hex}.part"
         try:
+            os.makedirs(self.root, exist_ok=True)
             shutil.copyfile(source, part)
             os.replace(part, target)  # whole or not at all
         except OSError as exc:

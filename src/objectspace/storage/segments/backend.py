@@ -550,14 +550,8 @@ class SegmentBackend(CatalogDelegate):
         # catalog: the files stay for the GC's grace period, and each block carries its
         # checksum. Only writes the catalog holds the bytes of are read from the catalog.
         where = f"job {job!r} operator {operator!r} "
-        in_catalog = iter(self.catalog.read_blocks([w for w in writes if w.segment is None], where))
-        blocks = [
-            next(in_catalog) if w.segment is None else Block(w, None, None, w.rows, "")
-            for w in writes
-        ]
-        fetched = self._fetch_all([w for w in writes if w.segment is not None])
-        fetched.reverse()
-        return self._replay(writes, blocks, fetched, where)
+        chain = self._blocks(writes, where)
+        return replay(chain, where, self.catalog.table_names, self.catalog.dictionary)
 
     def file_area(self) -> FileArea | None:
         """``files/`` under the storage root, on its filesystem."""
@@ -568,6 +562,12 @@ class SegmentBackend(CatalogDelegate):
         self, job: str, operator: str, writes: Sequence[WriteInfo]
     ) -> dict[str, TableChanges] | None:
         where = f"job {job!r} operator {operator!r} "
+        chain = self._blocks(writes, where)
+        return replay_changes(chain, where, self.catalog.table_names, self.catalog.dictionary)
+
+    def _blocks(self, writes: Sequence[WriteInfo], where: str) -> list[Block]:
+        """The blocks of ``writes``, in order: those the catalog holds from it, the others
+        fetched from their segment files."""
         in_catalog = iter(self.catalog.read_blocks([w for w in writes if w.segment is None], where))
         blocks = [
             next(in_catalog) if w.segment is None else Block(w, None, None, w.rows, "")
@@ -575,8 +575,7 @@ class SegmentBackend(CatalogDelegate):
         ]
         fetched = self._fetch_all([w for w in writes if w.segment is not None])
         fetched.reverse()
-        chain = self._chain(writes, blocks, fetched)
-        return replay_changes(chain, where, self.catalog.table_names, self.catalog.dictionary)
+        return self._chain(writes, blocks, fetched)
 
     def _replay(
         self,
