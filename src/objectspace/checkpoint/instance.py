@@ -15,6 +15,7 @@ from objectspace.checkpoint.local import LocalHead, LocalStore, Pending
 from objectspace.checkpoint.receipts import Receipt, SaveStats
 from objectspace.collector import gc_paused
 from objectspace.errors import CheckpointError, StorageError
+from objectspace.residents import COMPACT_BYTES
 from objectspace.space import ObjectSpace
 from objectspace.storage.contract import (
     PendingPart,
@@ -31,6 +32,8 @@ from objectspace.tables import (
 
 if TYPE_CHECKING:
     from objectspace.checkpoint.operator import Operator
+
+_REBUILT_AT_ONCE = 4  # key groups rebuilt into a local store per read (in memory together)
 
 __all__ = ["Instance", "PendingSave"]
 
@@ -219,8 +222,8 @@ class Instance:
         if behind:  # the writes after the state kept, where they follow it
             ready.update(self._catch_up(behind, committed))
             rebuild = sorted([*rebuild, *(g for g in behind if g not in ready)])
-        if rebuild:  # one read of every run's blocks, never the key groups between
-            ready.update(self._rebuild(rebuild, committed))
+        for at in range(0, len(rebuild), _REBUILT_AT_ONCE):  # never the key groups between
+            ready.update(self._rebuild(rebuild[at : at + _REBUILT_AT_ONCE], committed))
         if base is not None and base not in job.checkpoints():
             raise CheckpointError(
                 f"checkpoint {base} of job {job.name!r} was dropped by retention before "
@@ -239,9 +242,8 @@ class Instance:
                 self._heads[key_group] = (mine.write_id, mine.version)
 
     def _repair(self, key_group: int) -> None:
-        """Rebuild ``key_group`` in the local store from storage (a read found a damaged
-        row): its committed state as of :attr:`base`, which is what the local store holds
-        for it until the instance's next save is acknowledged."""
+        """Rebuild ``key_group`` in the local store from storage as of :attr:`base` (a
+        read found a damaged row; the local store holds that until the next save)."""
         self._rebuild([key_group], {})
 
     def _rebuild(
@@ -252,11 +254,9 @@ class Instance:
         """Write ``key_groups`` as storage holds them as of :attr:`base` into the local
         store (one read); their local heads (``None``: no state), with the digest of
         ``committed`` where it names the same write."""
-        local = self.local
+        local, op, base = self.local, self.operator, self.base
         assert local is not None
-        op = self.operator
         job = op.job
-        base = self.base
         stored = (
             {} if base is None else job.backend.load_groups(job.name, op.name, key_groups, base)
         )
@@ -282,11 +282,10 @@ class Instance:
         behind: Mapping[int, LocalHead],
         committed: Mapping[int, tuple[int, int, int | None, int | None]],
     ) -> dict[int, LocalHead]:
-        """Bring each key group of ``behind`` (its local head is an older write of its
-        chain as of :attr:`base`, e.g. from a copy of the local store) to the committed
-        state by applying the differential writes that follow that head (one read each);
-        their new local heads. A key group whose chain no longer holds its head, or has a
-        full write after it, is left out (to be rebuilt)."""
+        """Bring each key group of ``behind`` (its local head an older write of its chain
+        as of :attr:`base`: a copy of the local store) to the committed state with the
+        differential writes after that head; their new heads. One whose chain no longer
+        holds its head, or has a full write after it, is left out (to be rebuilt)."""
         local = self.local
         assert local is not None
         job = self.operator.job
@@ -367,15 +366,20 @@ class Instance:
         if total <= budget:
             return 0
         keep = max(budget, 0) / total
+        objects = total - sum(COMPACT_BYTES * len(r.compact) for r in residents)
         dropped = 0
         for r in residents:
             count = r.count()
             dropped += r.evict(count - int(count * keep))
-        total = sum(r.nbytes() for r in residents)
-        if total > budget:  # the values kept between uses, the oldest first
-            keep = max(budget, 0) / total
+        # The values kept between uses (those just evicted among them) get what the
+        # objects left leave of the budget, the oldest dropped first (the objects left
+        # estimated from the share kept, not counted again).
+        values = sum(COMPACT_BYTES * len(r.compact) for r in residents)
+        room = max(budget, 0) - objects * keep
+        if values > max(room, 0):
+            share = max(room, 0) / values
             for r in residents:
-                r.drop_compact(len(r.compact) - int(len(r.compact) * keep))
+                r.drop_compact(len(r.compact) - int(len(r.compact) * share))
         self.objects_evicted += dropped
         return dropped
 
