@@ -218,8 +218,8 @@ def decode_object(
         ) from exc
     try:
         return obj_cls._load(space, object_id, reader, space._serializer.raw_loads)
-    except CorruptStateError:
-        raise
+    except (CorruptStateError, MemoryError):
+        raise  # (out of memory says nothing of the stored state)
     except Exception as exc:
         raise CorruptStateError(
             f"cannot load {kind} {object_id!r}: its stored state cannot be decoded "

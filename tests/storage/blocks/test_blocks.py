@@ -95,6 +95,20 @@ def test_a_flipped_bit_anywhere_is_detected() -> None:
             blocks.decode_block(bytes(broken), "job x")
 
 
+def test_running_out_of_memory_is_not_reported_as_corruption(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    changes = {"a/items": TableChanges(rows={b"%d" % i: b"v%d" % i for i in range(50)})}
+    block, _ = blocks.encode_block(changes, True)
+
+    def no_memory(*args: Any) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(decode, "_table_values", no_memory)
+    with pytest.raises(MemoryError):
+        blocks.decode_block(block, "job x")
+
+
 def test_a_legacy_segment_block_is_read() -> None:
     """The block layout segment storage wrote before this format."""
     payload = msgpack.packb(

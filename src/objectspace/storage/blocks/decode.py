@@ -210,6 +210,8 @@ def _decode(
         return _Decoded(names, counts, truncated, keys, values)
     except CorruptStateError as exc:
         raise CorruptStateError(f"{where}: {exc}") from exc
+    except MemoryError:
+        raise  # the process ran out of memory: nothing says the block is damaged
     except Exception as exc:
         raise CorruptStateError(f"{where} is corrupt: {exc}") from exc
 
