@@ -342,6 +342,12 @@ class Residency:
         last = local.copied_at()
         if last is not None and plan.checkpoint_id - last < plan.copy_every:
             return
+        saved = instance.pending_save
+        if last is not None and saved is not None and any(w.full for w in saved.writes):
+            # A save that compacts: the copy would hold that full write only as pending,
+            # and a cold start after a later checkpoint would rebuild those key groups
+            # from storage. The next batch's copy holds it as the head to catch up from.
+            return
         try:
             stats.copy_bytes_written += copies.upload(
                 local, area, _store_name(plan, index), plan.checkpoint_id
