@@ -70,21 +70,18 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
     except BaseException:
         local.set_copied_at(previous)
         raise
-    mine = [name for other, _, _, name in _copies(area) if other == store]
-    area.delete(mine[KEEP:])
-    area.delete(_other_parallelism(area, store))
-    return size
-
-
-def _other_parallelism(area: FileArea, store: str) -> list[str]:
-    """The copies of the same operator's stores at another parallelism than ``store``'s:
-    left by a run before a rescale."""
+    # One listing: this store's copies beyond the newest KEEP, and the operator's copies
+    # at another parallelism (left by a run before a rescale).
     operator, parallelism, _ = store.split("-")
-    return [
+    found = _copies(area)
+    mine = [name for other, _, _, name in found if other == store]
+    stale = [
         name
-        for other, _, _, name in _copies(area)
+        for other, _, _, name in found
         if other.startswith(operator + "-") and other.split("-")[1] != parallelism
     ]
+    area.delete([*mine[KEEP:], *stale])
+    return size
 
 
 def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int, folder: str) -> int:
