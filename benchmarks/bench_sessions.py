@@ -68,9 +68,10 @@ from benchmarks.bench_spark import (
 )
 from benchmarks.common import fmt_bytes, parse_args, print_table, record, sqlite_size, status
 
-VARIANTS = ("sqlite", "segments", "function", "native", "tws")
+VARIANTS = ("sqlite", "sqlite1", "segments", "function", "native", "tws")
 LABELS = {
     "sqlite": "StatefulRunner + session_window, sqlite:///",
+    "sqlite1": "StatefulRunner + session_window, sqlite:///, task_processes=1",
     "segments": "StatefulRunner + session_window, file:// segments",
     "function": "StatefulRunner + a user function (state.value, timers), sqlite:///",
     "native": "Spark session_window (JVM operator)",
@@ -370,7 +371,7 @@ class Bench(SparkBench):
         checkpoint = os.path.join(folder, "checkpoint")
         load0 = os.getloadavg()[0]
         cpu0 = tree_cpu_seconds()
-        if variant in ("sqlite", "segments", "function"):
+        if variant in ("sqlite", "sqlite1", "segments", "function"):
             res = self.runner(variant, work, folder, checkpoint)
         elif variant == "native":
             res = self.native(work, checkpoint)
@@ -388,7 +389,7 @@ class Bench(SparkBench):
         from objectspace import operators as ops
         from objectspace.spark import StatefulRunner
 
-        if variant in ("sqlite", "function"):
+        if variant in ("sqlite", "sqlite1", "function"):
             db = os.path.join(folder, "state.db")
             url = f"sqlite:///{db}"
         else:
@@ -414,6 +415,7 @@ class Bench(SparkBench):
             time_mode="event",
             event_time="tsm",
             watermark_delay="0 seconds",
+            task_processes=1 if variant == "sqlite1" else None,
         )
         sink = SessionSink()
         inner = runner.foreach_batch(sink)
@@ -447,8 +449,9 @@ class Bench(SparkBench):
             "sink": sink.seconds,
             "rows_written": sum(b.rows_written for b in hist),
             "timers_fired": sum(getattr(b, "timers_fired", 0) for b in hist),
+            "helper_instances": sum(b.helper_instances for b in hist),
         }
-        if variant in ("sqlite", "function"):
+        if variant in ("sqlite", "sqlite1", "function"):
             res.disk_bytes = sqlite_size(db)
             res.notes.append(f"SQLite file at end {fmt_bytes(res.disk_bytes)}")
         else:
@@ -459,7 +462,8 @@ class Bench(SparkBench):
             )
         res.notes.append(
             f"{int(res.split['rows_written']):,} state rows written, "
-            f"{int(res.split['timers_fired']):,} timers fired"
+            f"{int(res.split['timers_fired']):,} timers fired, "
+            f"{int(res.split['helper_instances']):,} instance runs in helper processes"
         )
         return res
 

@@ -21,6 +21,8 @@ class TaskStats:
     memory or (``snapshot``) from a snapshot file another worker wrote. ``seconds_restore``
     covers getting the instance (adopting, or restoring its key groups);
     ``seconds_snapshot`` writing its snapshot after the save (``snapshot_bytes``).
+    ``helper``: a helper process of the task's worker ran the instance
+    (:mod:`objectspace.spark.helpers`).
 
     With a memory budget (state larger than memory): ``bytes_read``, the bytes of stored
     writes read from storage (key groups the local store did not hold as committed);
@@ -41,6 +43,7 @@ class TaskStats:
     rows_read: int = 0
     cached: bool = False
     snapshot: bool = False
+    helper: bool = False
     snapshot_bytes: int = 0
     seconds_restore: float = 0.0
     seconds_process: float = 0.0
@@ -90,6 +93,8 @@ class BatchStats:
     """Bytes of local store copies read from and put in storage's file area."""
     cached_instances: int = 0
     snapshot_instances: int = 0
+    helper_instances: int = 0
+    """Instances a helper process of the task's worker ran (see ``task_processes``)."""
     seconds_total: float = 0.0
     seconds_commit: float = 0.0
     seconds_tasks: float = 0.0
@@ -151,6 +156,7 @@ def sum_tasks(batch: BatchStats) -> None:
         batch.copy_bytes_written += stats.copy_bytes_written
         batch.cached_instances += stats.cached
         batch.snapshot_instances += stats.snapshot
+        batch.helper_instances += stats.helper
         batch.seconds_restore += stats.seconds_restore
         batch.seconds_process += stats.seconds_process
         batch.seconds_save += stats.seconds_save

@@ -151,14 +151,16 @@ class InstanceCache:
     adopts it). ``streaks``: per instance, how many batches in a row this worker ran it from
     its own memory (a worker that keeps getting an instance writes no snapshot of it).
     ``snapshot_root``: where snapshot folders go outside a Spark worker (``None``: under the
-    application's SparkFiles directory in a worker, else the temporary directory).
-    A Spark Python worker runs many tasks: the process keeps one, :data:`WORKER`.
+    application's SparkFiles directory in a worker, else the temporary directory);
+    ``snapshot_path``, when set, the snapshot folder itself (a helper process takes its
+    worker's: see :mod:`objectspace.spark.helpers`). A Spark Python worker runs many tasks: the process keeps one, :data:`WORKER`.
     """
 
     def __init__(self, snapshot_root: str | None = None) -> None:
         self.instances: dict[CacheKey, Instance] = {}
         self.streaks: dict[CacheKey, int] = {}
         self.snapshot_root = snapshot_root
+        self.snapshot_path: str | None = None
         # With a memory budget, the instances kept over local stores instead.
         self.residency: Residency | None = None
 
@@ -192,6 +194,8 @@ class InstanceCache:
         of an executor share and Spark deletes when the application ends. Elsewhere (a task
         run directly): under :attr:`snapshot_root` or in the temporary directory.
         """
+        if self.snapshot_path is not None:
+            return self.snapshot_path if _private_folder(self.snapshot_path) else None
         root = self.snapshot_root
         if root is None:
             try:

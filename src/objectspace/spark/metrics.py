@@ -75,6 +75,7 @@ PROGRESS_FIELDS = (
     "seconds_total",
     "cached_instances",
     "snapshot_instances",
+    "helper_instances",
     "bytes_read",
     "objects_loaded",
     "watermark",

@@ -42,6 +42,7 @@ from objectspace.spark.routing import due_marker_rows, hashes_alike, quote, with
 from objectspace.spark.session import (
     application_id,
     default_parallelism,
+    executor_cores,
     is_connect,
     job_description,
 )
@@ -64,6 +65,8 @@ _MAX_INLINE_BYTES = MAX_RECEIPT_BYTES // 2
 # The largest inline_state_bytes: with a task's share of the output, its blocks fit in one
 # receipt row.
 _MAX_INLINE_STATE_BYTES = MAX_RECEIPT_BYTES // 4
+# The most processes a one-partition task runs its instances in (task_processes).
+_MAX_PROCESSES = 64
 
 
 def _bytes_option(name: str, value: object, most: int) -> int:
@@ -155,6 +158,15 @@ class StatefulRunner:
     small Spark job; ``memory://`` and local folders the executors do not see are refused
     before anything runs). See docs/deploy.md.
 
+    ``task_processes``: a batch Spark holds in one partition (small micro-batches, one
+    file per trigger) runs in one task; that task runs its instances in this many
+    processes, its Python worker and helper processes the worker keeps, instance ``i`` in
+    process ``i % task_processes`` (:mod:`objectspace.spark.helpers`), so that the
+    executor's other cores work too, as they would on a shuffle. Default: the executor's
+    cores (``spark.executor.cores``, or ``N`` of ``local[N]``; 1 on a cluster that does not
+    say, with ``spark.python.worker.reuse`` off, or with a memory budget, which bounds
+    each process), at most the parallelism; 1 runs every instance in the worker.
+
     ``history`` holds the :class:`~objectspace.spark.BatchStats` of the last ``history``
     batches (default 100; ``None``: every batch, which grows without bound in a long-running
     query), oldest first; ``last_batch`` is the latest. Both live in the process that runs
@@ -205,6 +217,7 @@ class StatefulRunner:
         local_dir: str | None = None,
         local_copy_every: int | None = 10,
         require_c: bool | None = None,
+        task_processes: int | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable (key, rows, state), not {type(fn).__name__}")
@@ -264,6 +277,14 @@ class StatefulRunner:
         )
         self._budget_known = memory_budget is not None
         self.require_c = resolve_require_c(require_c)
+        if task_processes is not None and (
+            type(task_processes) is not int or not 1 <= task_processes <= _MAX_PROCESSES
+        ):
+            raise ValueError(
+                f"task_processes is a number of processes in 1..{_MAX_PROCESSES} or None "
+                f"(the executor's cores), not {task_processes!r}"
+            )
+        self.task_processes = task_processes
         # The application whose executors were found to reach the storage (checked once).
         self._storage_checked_for: str | None = None
         self.cache_instances = cache_instances
@@ -288,6 +309,8 @@ class StatefulRunner:
         self._rows_left = True
         # The empty output DataFrame, by SparkSession (see _local_output).
         self._empty_outputs: dict[int, tuple[Any, DataFrame]] = {}
+        # An executor's cores, as asked of a session: (session, cores).
+        self._cores: tuple[Any, int] | None = None
         # A Connect session's default parallelism: (session id, parallelism).
         self._connect_parallelism: tuple[str, int] | None = None
 
@@ -414,6 +437,7 @@ class StatefulRunner:
             self.inline_output_bytes // p,
             hash_keys=hash_in_task,
             require_c=self.require_c,
+            processes=self._processes(spark, p) if partitions <= 1 else 1,
         )
         if self._persisted is not None:
             self._persisted.unpersist()
@@ -533,6 +557,18 @@ class StatefulRunner:
             f"objectspace job={self.job.name} operator={self.operator.name} "
             f"checkpoint={checkpoint_id} instances={parallelism}"
         )
+
+    def _processes(self, spark: Any, parallelism: int) -> int:
+        """How many processes a task of a batch in one partition runs its instances in."""
+        wanted = self.task_processes
+        if wanted is None:
+            if self.memory_budget is not None:
+                return 1  # a budget bounds each worker: helpers would multiply it
+            known = self._cores
+            if known is None or known[0] is not spark:
+                known = self._cores = (spark, executor_cores(spark))
+            wanted = known[1]
+        return max(1, min(wanted, parallelism))
 
     def _default_parallelism(self, spark: Any) -> int:
         """Spark's default parallelism; under Spark Connect asked once per session."""

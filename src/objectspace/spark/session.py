@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "application_id",
     "default_parallelism",
+    "executor_cores",
     "is_connect",
     "job_description",
     "local_session",
@@ -94,6 +95,31 @@ def default_parallelism(spark: Any) -> int:
     with job_description(spark, "objectspace: the default parallelism"):
         row = spark.range(0, 1 << 16).selectExpr("spark_partition_id() AS p").agg({"p": "max"})
         return int(row.first()[0]) + 1
+
+
+def executor_cores(spark: Any) -> int:
+    """The cores one executor runs tasks on: ``spark.executor.cores`` when the session sets
+    it, else ``N`` of a ``local[N]`` master (``local[*]``: this machine's CPUs), else 1
+    (a cluster whose executors take what their workers have: not known here). Python
+    workers reused between tasks (``spark.python.worker.reuse``, Spark's default) are
+    required for more than 1: see :mod:`objectspace.spark.helpers`."""
+    try:
+        conf = spark.conf
+        if str(conf.get("spark.python.worker.reuse", "true")).strip().lower() != "true":
+            return 1
+        cores = conf.get("spark.executor.cores", None)
+        if cores:
+            return max(1, int(cores))
+        master = str(conf.get("spark.master", "") or "").strip()
+    except Exception:  # a session that cannot say: one
+        return 1
+    if master.startswith("local[") and master.endswith("]"):
+        threads = master[len("local[") : -1].split(",")[0].strip()
+        if threads == "*":
+            return os.cpu_count() or 1
+        if threads.isdigit():
+            return max(1, int(threads))
+    return 1
 
 
 _DESCRIPTION = "spark.job.description"

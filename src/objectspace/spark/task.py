@@ -34,6 +34,7 @@ from objectspace.engine import (
 from objectspace.errors import ObjectSpaceError
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache
+from objectspace.spark.helpers import run_split
 from objectspace.spark.preflight import require_c_check
 from objectspace.spark.receipts import pack_receipt
 from objectspace.spark.routing import DUE_MARK
@@ -63,8 +64,12 @@ class _InstanceTask:
         *,
         hash_keys: bool = False,
         require_c: bool = False,
+        processes: int = 1,
     ) -> None:
         self.plan = plan
+        # How many processes run_partition runs the instances in (this worker and its
+        # helpers: see objectspace.spark.helpers).
+        self.processes = processes
         # Whether a task on the pure-Python collections fails (the driver runs on C).
         self.require_c = require_c
         self.output_schema = output_schema
@@ -226,8 +231,25 @@ class _InstanceTask:
             by_instance = {index: [] for index in self.due}
             for row in rows:
                 by_instance.setdefault(row.pop(INSTANCE_COLUMN), []).append(row)
+        if self.processes > 1 and any(index % self.processes for index in by_instance):
+            results = run_split(
+                self.processes,
+                by_instance,
+                self._pickled,
+                self._result,
+                cache.WORKER.snapshot_folder() if self.use_snapshots else None,
+            )
+            for _, table in results:
+                yield from table.to_batches()
+            return
         for index in sorted(by_instance):
             yield from self._result(index, by_instance[index]).to_batches()
+
+    def _pickled(self) -> bytes:
+        """This task as its helper processes get it (as Spark shipped it: cloudpickle)."""
+        from pyspark import cloudpickle
+
+        return bytes(cloudpickle.dumps(self))
 
     def _table(self, out: list[dict[str, Any]]) -> pa.Table:
         import pyarrow as pa
@@ -240,13 +262,15 @@ class _InstanceTask:
                 f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
             ) from exc
 
-    def _result(self, index: int, rows: list[dict[str, Any]]) -> pa.Table:
+    def _result(self, index: int, rows: list[dict[str, Any]], helper: bool = False) -> pa.Table:
         """Run instance ``index`` over its rows: the result's rows, the output then the
         receipt, or the receipt row alone, carrying the output as an Arrow IPC stream
-        (``b""`` for none), when that stream is at most ``inline_bytes``."""
+        (``b""`` for none), when that stream is at most ``inline_bytes``. ``helper``:
+        this process is a helper of the task's worker (see :mod:`objectspace.spark.helpers`)."""
         import pyarrow as pa
 
         out, receipt, stats = self._run(index, rows)
+        stats.helper = helper
         table = self._table(out)
         if self.inline_bytes > 0:
             data = b""
