@@ -880,10 +880,21 @@ def test_key_groups_computed_in_the_task_are_the_jvms(spark: Any, tmp_path: Any)
     """A one-partition batch's task hashes the keys itself: for every key column type it
     does so for, the key group and instance are those of the JVM expression, nulls,
     extremes and multi-column keys included; other types stay in the JVM."""
+    import pyarrow as pa
     from pyspark.sql import types as T
 
     from objectspace.engine import route_rows
-    from objectspace.spark.routing import hashes_alike, with_routing
+    from objectspace.spark.routing import hashes_alike, route_table, with_routing
+
+    ARROW_TYPES = {
+        "tinyint": pa.int8(),
+        "smallint": pa.int16(),
+        "int": pa.int32(),
+        "bigint": pa.int64(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "boolean": pa.bool_(),
+    }
 
     def routed_in_python(
         rows: list[Row], key_columns: tuple[str, ...], max_kg: int, p: int
@@ -913,6 +924,19 @@ def test_key_groups_computed_in_the_task_are_the_jvms(spark: Any, tmp_path: Any)
             rows = [{"k": v} for v in column]
             routed_in_python(rows, ("k",), max_kg, p)
             assert [(r["k"], r["__os_kg"], r["__os_instance"]) for r in rows] == jvm, ddl_type
+            # The same routing on Arrow columns (a one-partition task's), row order kept.
+            arrow_type = ARROW_TYPES[ddl_type]
+            table = pa.table({"k": pa.array(column, arrow_type), "pos": range(len(column))})
+            tables = route_table(table.to_batches(), "k", osp.KeyGroups(max_kg), p, [p - 1])
+            on_arrow = sorted(
+                (r["pos"], r["k"], r["__os_kg"], index)
+                for index, t in tables.items()
+                for r in t.to_pylist()
+            )
+            assert [x[1:] for x in on_arrow] == jvm, ddl_type
+            assert all(t.column("pos").to_pylist() == sorted(t.column("pos").to_pylist())
+                       for t in tables.values())  # fmt: skip
+            assert p - 1 in tables
         pairs = [("a", 1), ("a", None), (None, 1), (None, None), ("日本", -(2**31))]
         df = spark.createDataFrame(pairs, "a string, b int")
         jvm = [

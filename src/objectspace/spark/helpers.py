@@ -39,12 +39,37 @@ from objectspace.errors import ObjectSpaceError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["HELPERS", "HelperError", "TaskHelpers", "run_split", "serve"]
+__all__ = ["HELPERS", "HelperError", "TaskHelpers", "as_rows", "run_split", "serve"]
 
 logger = logging.getLogger(__name__)
 
-Work = list[tuple[int, list[dict[str, Any]]]]
-"""The instances a helper runs in one task: (instance index, its rows)."""
+Work = list[tuple[int, Any]]
+"""The instances a helper runs in one task: (instance index, its rows: a list of dicts or
+an Arrow IPC stream)."""
+
+
+def as_rows(payload: Any) -> list[dict[str, Any]]:
+    """An instance's rows as dicts, from a list of them, an Arrow table or IPC stream."""
+    if isinstance(payload, list):
+        return payload
+    import pyarrow as pa
+
+    if isinstance(payload, bytes):
+        payload = pa.ipc.open_stream(payload).read_all()
+    rows: list[dict[str, Any]] = payload.to_pylist()
+    return rows
+
+
+def _as_stream(payload: Any) -> Any:
+    """An instance's rows as they travel to a helper: a table as an Arrow IPC stream."""
+    import pyarrow as pa
+
+    if not isinstance(payload, pa.Table):
+        return payload
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, payload.schema) as writer:
+        writer.write_table(payload)
+    return sink.getvalue().to_pybytes()
 
 
 class HelperError(ObjectSpaceError):
@@ -163,18 +188,21 @@ HELPERS = TaskHelpers()
 
 def run_split(
     processes: int,
-    by_instance: dict[int, list[dict[str, Any]]],
+    by_instance: dict[int, Any],
     task_blob: Callable[[], bytes],
     run_here: Callable[[int, list[dict[str, Any]]], pa.Table],
     snapshot_folder: str | None,
 ) -> list[tuple[int, pa.Table]]:
-    """Run every instance of ``by_instance``: those of slot ``index % processes`` > 0 in
-    that helper, the others here (``run_here``), at the same time; their results by index."""
+    """Run every instance of ``by_instance`` (its rows: see :func:`as_rows`): those of slot
+    ``index % processes`` > 0 in that helper, the others here (``run_here``), at the same
+    time; their results by index."""
     import pyarrow as pa
 
     work: dict[int, Work] = {}
     for index in sorted(by_instance):
-        work.setdefault(index % processes, []).append((index, by_instance[index]))
+        slot = index % processes
+        payload = by_instance[index]
+        work.setdefault(slot, []).append((index, _as_stream(payload) if slot else payload))
     sent: list[int] = []
     blob = task_blob() if any(slot for slot in work) else b""
     context = _task_context()
@@ -183,7 +211,7 @@ def run_split(
             if slot:
                 HELPERS.helper(slot, snapshot_folder).send(blob, context, items)
                 sent.append(slot)
-        results = [(index, run_here(index, rows)) for index, rows in work.get(0, [])]
+        results = [(index, run_here(index, as_rows(rows))) for index, rows in work.get(0, [])]
         for slot in sent:
             try:
                 answer = HELPERS.running(slot).receive()
@@ -259,7 +287,7 @@ def serve(fd: int) -> None:
         failed = None
         for index, rows in work:
             try:
-                table = task._result(index, rows, helper=True)
+                table = task._result(index, as_rows(rows), helper=True)
             except BaseException:
                 failed = ("error", index, traceback.format_exc())
                 break

@@ -34,10 +34,10 @@ from objectspace.engine import (
 from objectspace.errors import ObjectSpaceError
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache
-from objectspace.spark.helpers import run_split
+from objectspace.spark.helpers import as_rows, run_split
 from objectspace.spark.preflight import require_c_check
 from objectspace.spark.receipts import pack_receipt
-from objectspace.spark.routing import DUE_MARK
+from objectspace.spark.routing import DUE_MARK, route_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -220,17 +220,28 @@ class _InstanceTask:
     def run_partition(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """``mapInArrow`` on a batch that Spark holds in one partition: every instance of
         the batch runs in this task, one after the other, with no shuffle before."""
-        rows: list[dict[str, Any]] = []
-        for batch in batches:
-            rows.extend(batch.to_pylist())
-        if self.hash_keys:
-            plan = self.plan
+        plan = self.plan
+        by_instance: dict[int, Any]
+        if self.hash_keys and len(plan.key_columns) == 1:
+            # Each instance's rows as an Arrow table: the rows a helper runs are made dicts
+            # there, not here.
             key_groups = KeyGroups(plan.info.max_key_groups)
-            by_instance = route_rows(rows, plan.key_columns, key_groups, plan.parallelism, self.due)
+            by_instance = route_table(
+                batches, plan.key_columns[0], key_groups, plan.parallelism, self.due
+            )
         else:
-            by_instance = {index: [] for index in self.due}
-            for row in rows:
-                by_instance.setdefault(row.pop(INSTANCE_COLUMN), []).append(row)
+            rows: list[dict[str, Any]] = []
+            for batch in batches:
+                rows.extend(batch.to_pylist())
+            if self.hash_keys:
+                key_groups = KeyGroups(plan.info.max_key_groups)
+                by_instance = route_rows(
+                    rows, plan.key_columns, key_groups, plan.parallelism, self.due
+                )
+            else:
+                by_instance = {index: [] for index in self.due}
+                for row in rows:
+                    by_instance.setdefault(row.pop(INSTANCE_COLUMN), []).append(row)
         if self.processes > 1 and any(index % self.processes for index in by_instance):
             results = run_split(
                 self.processes,
@@ -243,13 +254,13 @@ class _InstanceTask:
                 yield from table.to_batches()
             return
         for index in sorted(by_instance):
-            yield from self._result(index, by_instance[index]).to_batches()
+            yield from self._result(index, as_rows(by_instance[index])).to_batches()
 
     def _pickled(self) -> bytes:
         """This task as its helper processes get it (as Spark shipped it: cloudpickle)."""
         from pyspark import cloudpickle
 
-        return bytes(cloudpickle.dumps(self))
+        return bytes(cloudpickle.dumps(self))  # type: ignore[no-untyped-call]
 
     def _table(self, out: list[dict[str, Any]]) -> pa.Table:
         import pyarrow as pa
