@@ -295,3 +295,34 @@ def test_stream_on_spark_uses_a_helper(spark: Any, tmp_path: Any) -> None:  # no
     # One Python worker ran the batches, or (Spark's choice) another one sometimes:
     # most batches ran every instance from memory.
     assert sum(b.cached_instances == P for b in history[1:]) >= len(history) // 2
+
+
+def test_a_busy_helper_ends_with_its_worker(tmp_path: Any) -> None:
+    """A helper stuck in a function (an endless loop never reads the socket) still ends
+    when its worker is gone."""
+    import subprocess
+    import sys
+
+    child = (
+        "import os, sys; from objectspace.spark.helpers import _exit_with_parent; "
+        "_exit_with_parent(os.getppid()); print(os.getpid(), flush=True)\n"
+        "while True: pass"
+    )
+    parent = (
+        "import subprocess, sys; "
+        f"c = subprocess.Popen([sys.executable, '-c', {child!r}], stdout=subprocess.PIPE); "
+        "print(c.stdout.readline().decode().strip(), flush=True)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", parent], capture_output=True, text=True, timeout=60, check=True
+    )
+    pid = int(out.stdout.strip())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    raise AssertionError(f"helper {pid} outlived its worker")

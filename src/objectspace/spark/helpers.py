@@ -29,6 +29,7 @@ import pickle
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -266,12 +267,26 @@ def _set_task_context(fields: dict[str, Any] | None) -> None:
     TaskContext._setTaskContext(ctx)
 
 
+def _exit_with_parent(parent: int) -> None:
+    """End this process once its worker is gone, even while a function runs (an endless
+    loop would never read the closed socket)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="objectspace-helper-watch", daemon=True).start()
+
+
 def serve(fd: int) -> None:
     """A helper's loop: run the instances of each task the worker sends, until it closes."""
     import pyarrow as pa
 
     from objectspace.spark import cache
 
+    _exit_with_parent(os.getppid())
     conn = Connection(fd)
     folder = pickle.loads(conn.recv_bytes())
     cache.WORKER.snapshot_path = folder
