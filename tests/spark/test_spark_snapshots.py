@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -31,10 +30,12 @@ from objectspace.spark.receipts import unpack_receipt
 from objectspace.spark.task import _InstanceTask
 from tests.support.spark import (
     Row,
+    buffer5,
     df_rows,
     dict_rows,
     dump_state,
     keyed_batches,
+    ref_buffer5,
     reference_run,
     ship,
     simulate,
@@ -52,31 +53,6 @@ ARROW_SCHEMA = pa.schema(
     [("k", pa.int64()), ("n", pa.int64()), ("s", pa.float64()), ("__os_receipt", pa.binary())]
 )
 BATCHES = keyed_batches(31, 24, 6, (1, 4))
-
-
-def buffer5(key: Any, rows: list[Row], state: KeyState) -> Iterator[Row]:
-    """Buffers positive values five at a time and keeps their running total; a row with
-    ``v <= 0`` changes nothing (so a batch of such rows saves no writes)."""
-    buf = state.list("buf")
-    total = state.value("total", 0.0)
-    for r in rows:
-        if r["v"] > 0:
-            buf.append(r["v"])
-            total.value = round(total.value + r["v"], 6)
-            if len(buf) == 5:
-                yield {"k": key, "n": 5, "s": round(sum(buf), 6)}
-                buf.clear()
-
-
-def ref_buffer5(key: Any, rows: list[Row], st: dict[str, Any]) -> Iterator[Row]:
-    buf = st.setdefault("buf", [])
-    for r in rows:
-        if r["v"] > 0:
-            buf.append(r["v"])
-            st["total"] = round(st.get("total", 0.0) + r["v"], 6)
-            if len(buf) == 5:
-                yield {"k": key, "n": 5, "s": round(sum(buf), 6)}
-                buf.clear()
 
 
 @pytest.fixture

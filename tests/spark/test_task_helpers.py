@@ -25,10 +25,12 @@ from objectspace.spark.receipts import unpack_receipt
 from objectspace.spark.task import _InstanceTask
 from tests.support.spark import (
     Row,
+    buffer5,
     df_rows,
     dict_rows,
     dump_state,
     keyed_batches,
+    ref_buffer5,
     reference_run,
     ship,
     simulate,
@@ -50,30 +52,6 @@ INPUT_SCHEMA = pa.schema(
      ("src", pa.string())]
 )  # fmt: skip
 BATCHES = keyed_batches(47, 40, 7, (0, 4))
-
-
-def buffer5(key: Any, rows: list[Row], state: KeyState) -> Iterator[Row]:
-    """Buffers positive values five at a time and keeps their running total."""
-    buf = state.list("buf")
-    total = state.value("total", 0.0)
-    for r in rows:
-        if r["v"] > 0:
-            buf.append(r["v"])
-            total.value = round(total.value + r["v"], 6)
-            if len(buf) == 5:
-                yield {"k": key, "n": 5, "s": round(sum(buf), 6)}
-                buf.clear()
-
-
-def ref_buffer5(key: Any, rows: list[Row], st: dict[str, Any]) -> Iterator[Row]:
-    buf = st.setdefault("buf", [])
-    for r in rows:
-        if r["v"] > 0:
-            buf.append(r["v"])
-            st["total"] = round(st.get("total", 0.0) + r["v"], 6)
-            if len(buf) == 5:
-                yield {"k": key, "n": 5, "s": round(sum(buf), 6)}
-                buf.clear()
 
 
 class Failing:

@@ -266,6 +266,31 @@ def dump_state(
 # -- the issue's example --------------------------------------------------------------------
 
 
+def buffer5(key: Any, rows: list[Row], state: KeyState) -> Iterator[Row]:
+    """Buffers positive values five at a time and keeps their running total; a row with
+    ``v <= 0`` changes nothing (so a batch of such rows saves no writes)."""
+    buf = state.list("buf")
+    total = state.value("total", 0.0)
+    for r in rows:
+        if r["v"] > 0:
+            buf.append(r["v"])
+            total.value = round(total.value + r["v"], 6)
+            if len(buf) == 5:
+                yield {"k": key, "n": 5, "s": round(sum(buf), 6)}
+                buf.clear()
+
+
+def ref_buffer5(key: Any, rows: list[Row], st: dict[str, Any]) -> Iterator[Row]:
+    buf = st.setdefault("buf", [])
+    for r in rows:
+        if r["v"] > 0:
+            buf.append(r["v"])
+            st["total"] = round(st.get("total", 0.0) + r["v"], 6)
+            if len(buf) == 5:
+                yield {"k": key, "n": 5, "s": round(sum(buf), 6)}
+                buf.clear()
+
+
 def buffer100(key: Any, rows: list[Row], state: KeyState) -> Iterator[Row]:
     """The issue's example, verbatim."""
     buf = state.list("buf")
