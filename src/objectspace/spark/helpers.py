@@ -14,10 +14,12 @@ its snapshot files go to the worker's folder.
 The worker and a helper talk over a private socket pair: the worker sends the task (the
 same object Spark shipped to it, pickled with cloudpickle) and each instance's rows; the
 helper answers with each instance's result as an Arrow IPC stream, or with the error that
-stopped it. Nothing but the worker writes to that socket. A helper that dies or fails
-leaves the task failing with its error (Spark retries the task); the worker then starts a
-new helper, which restores the instances it gets as any process would. A helper exits
-when its worker does (the socket closes).
+stopped it. Nothing but the worker writes to that socket. An error in a helper fails the
+task with the helper's traceback (Spark retries the task) and the helper is replaced; a
+helper found dead (killed, out of memory) is replaced and its instances run once more in
+the new one, which restores them as any process would (a second death fails the task). A
+helper ends with its worker: the socket closes, and a watch thread ends it even while a
+function runs.
 """
 
 from __future__ import annotations
