@@ -42,7 +42,7 @@ from objectspace.errors import ObjectSpaceError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["HELPERS", "HelperError", "TaskHelpers", "as_rows", "run_split", "serve"]
+__all__ = ["HELPERS", "HelperError", "TaskHelpers", "as_rows", "ipc_bytes", "run_split", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,16 +63,22 @@ def as_rows(payload: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as the bytes of an Arrow IPC stream."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
 def _as_stream(payload: Any) -> Any:
     """An instance's rows as they travel to a helper: a table as an Arrow IPC stream."""
     import pyarrow as pa
 
-    if not isinstance(payload, pa.Table):
-        return payload
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, payload.schema) as writer:
-        writer.write_table(payload)
-    return sink.getvalue().to_pybytes()
+    return ipc_bytes(payload) if isinstance(payload, pa.Table) else payload
 
 
 class HelperError(ObjectSpaceError):
@@ -284,7 +290,6 @@ def _exit_with_parent(parent: int) -> None:
 
 def serve(fd: int) -> None:
     """A helper's loop: run the instances of each task the worker sends, until it closes."""
-    import pyarrow as pa
 
     from objectspace.spark import cache
 
@@ -308,10 +313,7 @@ def serve(fd: int) -> None:
             except BaseException:
                 failed = ("error", index, traceback.format_exc())
                 break
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-            out.append((index, sink.getvalue().to_pybytes()))
+            out.append((index, ipc_bytes(table)))
         answer = failed or ("ok", out)
         try:
             conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))

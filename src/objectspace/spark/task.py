@@ -34,7 +34,7 @@ from objectspace.engine import (
 from objectspace.errors import ObjectSpaceError
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache
-from objectspace.spark.helpers import as_rows, run_split
+from objectspace.spark.helpers import as_rows, ipc_bytes, run_split
 from objectspace.spark.preflight import require_c_check
 from objectspace.spark.receipts import pack_receipt
 from objectspace.spark.routing import DUE_MARK, route_table
@@ -286,11 +286,7 @@ class _InstanceTask:
         if self.inline_bytes > 0:
             data = b""
             if table.num_rows:
-                sink = pa.BufferOutputStream()
-                rows_only = table.drop_columns([RECEIPT_COLUMN])
-                with pa.ipc.new_stream(sink, rows_only.schema) as writer:
-                    writer.write_table(rows_only)
-                data = sink.getvalue().to_pybytes()
+                data = ipc_bytes(table.drop_columns([RECEIPT_COLUMN]))
             if len(data) <= self.inline_bytes:
                 return self._table([{RECEIPT_COLUMN: pack_receipt(receipt, stats, data)}])
         return pa.concat_tables(
