@@ -39,7 +39,14 @@ from objectspace.engine.residency import (
 from objectspace.engine.routing import route_rows
 from objectspace.engine.simulate import Simulation, simulate
 from objectspace.engine.stats import NO_TIME, BatchStats, TaskStats, finish_task
-from objectspace.engine.task import group_rows, order_rows, run_instance
+from objectspace.engine.task import (
+    KeyColumns,
+    group_columns,
+    group_rows,
+    order_rows,
+    run_instance,
+    takes_columns,
+)
 from objectspace.engine.time_driver import TIME_OPERATOR_SUFFIX, TimeDriver, TimeOptions, TimePlan
 
 __all__ = [
@@ -53,6 +60,7 @@ __all__ = [
     "TIME_OPERATOR_SUFFIX",
     "BatchDriver",
     "BatchStats",
+    "KeyColumns",
     "Residency",
     "Simulation",
     "StatefulFunction",
@@ -68,6 +76,7 @@ __all__ = [
     "check_retain",
     "column_names",
     "finish_task",
+    "group_columns",
     "group_rows",
     "heads_match",
     "instance_identity",
@@ -77,4 +86,5 @@ __all__ = [
     "route_rows",
     "run_instance",
     "simulate",
+    "takes_columns",
 ]

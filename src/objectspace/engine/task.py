@@ -1,5 +1,6 @@
 """The per-instance loop a batch's task runs, under Spark and in :func:`~objectspace.engine.simulate`:
-:func:`group_rows` groups an instance's rows by key, :func:`run_instance` feeds each key its
+:func:`group_rows` groups an instance's rows by key (:func:`group_columns` groups them as
+column lists, for an operator that takes columns), :func:`run_instance` feeds each key its
 rows in ``order_by`` order with its :class:`~objectspace.keyed.KeyState`, fires the due
 timers, expires TTL'd entries, collects the output rows (key columns filled in) and saves
 the instance as pending checkpoint N, giving its receipt and :class:`TaskStats`.
@@ -11,8 +12,10 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import groupby
+from itertools import accumulate, compress, groupby, pairwise
 from typing import Any
 
 from objectspace.checkpoint import Instance, Receipt
@@ -34,7 +37,15 @@ from objectspace.keyed import (
     to_ms,
 )
 
-__all__ = ["Row", "group_rows", "order_rows", "run_instance"]
+__all__ = [
+    "KeyColumns",
+    "Row",
+    "group_columns",
+    "group_rows",
+    "order_rows",
+    "run_instance",
+    "takes_columns",
+]
 
 Row = dict[str, Any]
 _GROUP_AND_REPR = operator.itemgetter(0, 1)
@@ -126,10 +137,150 @@ def group_rows(
     return groups
 
 
+@dataclass(slots=True)
+class KeyColumns:
+    """An instance's rows for an operator that takes columns (see :func:`group_columns`):
+    per (key group, key), the values of the operator's ``input_columns`` as one list per
+    column, in ``order_by`` order, the late rows and those without a usable event time
+    dropped; ``touched``, the key group of every row, dropped ones too (their timers fire)."""
+
+    groups: dict[tuple[int, Any], tuple[list[Any], ...]]
+    touched: set[int]
+
+
+def takes_columns(plan: TaskPlan) -> tuple[str, ...] | None:
+    """The columns ``plan``'s function takes per key (:func:`group_columns`), or ``None``
+    when it takes rows: a function with ``run_columns`` and ``input_columns`` (as
+    ``session_window``), in event time, one key column, ordered by a column, with no
+    ``on_timer`` of the runner's own."""
+    timing = plan.time
+    fn = plan.fn
+    if (
+        timing is None
+        or timing.options.mode != "event"
+        or timing.options.on_timer is not None
+        or len(plan.key_columns) != 1
+        or not plan.order_columns
+        or getattr(fn, "run_columns", None) is None
+    ):
+        return None
+    needs: tuple[str, ...] | None = fn.input_columns(timing.options.event_time)
+    return needs
+
+
+def group_columns(
+    plan: TaskPlan,
+    columns: Mapping[str, Sequence[Any]],
+    needs: Sequence[str],
+    stats: TaskStats,
+    runs: tuple[Sequence[int], AbstractSet[int]],
+    rows_at: Callable[[list[int]], list[Row]],
+    group_column: str,
+) -> KeyColumns:
+    """An instance's rows as :class:`KeyColumns`, from its columns: what :func:`group_rows`,
+    the late-row drop and :func:`order_rows` give, without a dict per row.
+
+    ``columns`` holds, by name, the values of the group column (each row's key group), the
+    key column, the event time column and ``needs``, the rows sorted so that each (key
+    group, key) is one run of rows, in ``order_by`` order: ``runs`` is the row number where
+    each run starts, and the runs (by number) whose ``order_by`` values do not rise
+    strictly (ties, nulls: their order is not the sort's alone). Such a run's rows come
+    as dicts from ``rows_at(row numbers)`` (every column but the group column) and are
+    ordered by :func:`order_rows`, so every key sees its rows in the order the rows path
+    gives. Fills the stats :func:`run_instance` fills from rows (rows in, keys, late and
+    bad-time rows, the largest event time)."""
+    timing = plan.time
+    assert timing is not None and timing.options.event_time is not None
+    starts, unordered = runs
+    groups_of = columns[group_column]
+    keys_of = columns[plan.key_columns[0]]
+    touched = set(groups_of)
+    n = len(groups_of)
+    wanted = [columns[c] for c in needs]
+    keep = _on_time(columns[timing.options.event_time], timing, stats, plan.fn)
+    positions: Sequence[int] = range(n)
+    bounds = [*starts, n]
+    if keep is not None:
+        # Without the dropped rows: each run's bounds counted in the rows kept.
+        kept_before = [0, *accumulate(keep)]
+        bounds = [kept_before[b] for b in bounds]
+        positions = list(compress(positions, keep))
+        groups_of = list(compress(groups_of, keep))
+        keys_of = list(compress(keys_of, keep))
+        wanted = [list(compress(c, keep)) for c in wanted]
+    stats.rows_in = len(positions)
+    groups: dict[tuple[int, Any], tuple[list[Any], ...]] = {}
+    as_dicts: dict[int, list[Row]] = {}
+    if unordered:
+        # The rows of every run in question as dicts, at once (each from its first row).
+        spans = [(bounds[run], bounds[run + 1]) for run in sorted(unordered)]
+        spans = [(start, stop) for start, stop in spans if start < stop]  # not all dropped
+        fetched = rows_at([positions[i] for start, stop in spans for i in range(start, stop)])
+        done = 0
+        for start, stop in spans:
+            as_dicts[start] = fetched[done : done + stop - start]
+            done += stop - start
+    first = wanted[0]
+    second = wanted[1] if len(wanted) == 2 else None
+    for start, stop in pairwise(bounds):
+        if start == stop:
+            continue
+        at = (groups_of[start], keys_of[start])
+        if as_dicts and start in as_dicts:
+            rows = as_dicts[start]
+            order_rows(rows, plan.order_columns)
+            groups[at] = tuple([row[c] for row in rows] for c in needs)
+        elif second is not None:  # the common case (time and value), without a generator
+            groups[at] = (first[start:stop], second[start:stop])
+        elif len(wanted) == 1:
+            groups[at] = (first[start:stop],)
+        else:
+            groups[at] = tuple(c[start:stop] for c in wanted)
+    stats.keys = len(groups)
+    return KeyColumns(groups, touched)
+
+
+def _on_time(
+    times: Sequence[Any], timing: TimePlan, stats: TaskStats, fn: Any
+) -> list[bool] | None:
+    """:func:`_drop_late` on an event time column: which rows stay (``None``: all), the
+    stats counted. The operator's ``late_time`` is non-decreasing in the event time."""
+    late_time: Callable[[int], int] | None = getattr(fn, "late_time", None)
+    floor = timing.clock.late_watermark
+    if floor is None:
+        floor = 0
+    if times and set(map(type, times)) == {int}:
+        lo, hi = min(times), max(times)
+        if lo >= MIN_MS and hi <= MAX_MS and (lo if late_time is None else late_time(lo)) > floor:
+            if hi > stats.max_event_time:
+                stats.max_event_time = hi
+            return None  # every row on time (the common case), without a pass per row
+    keep_late = timing.options.late_rows == "keep"
+    largest = stats.max_event_time
+    keep = []
+    dropped = 0
+    for value in times:
+        ms = value if type(value) is int and MIN_MS <= value <= MAX_MS else _event_ms(value)
+        if ms is None:
+            stats.rows_bad_time += 1
+            drop = True
+        else:
+            if ms > largest:
+                largest = ms
+            drop = (ms if late_time is None else late_time(ms)) <= floor
+            if drop:
+                stats.rows_late += 1
+                drop = not keep_late
+        dropped += drop
+        keep.append(not drop)
+    stats.max_event_time = largest
+    return keep if dropped else None
+
+
 def run_instance(
     plan: TaskPlan,
     instance: Instance,
-    groups: dict[tuple[int, Any], list[Row]],
+    groups: dict[tuple[int, Any], list[Row]] | KeyColumns,
     stats: TaskStats,
     restore: float = 0.0,
 ) -> tuple[list[Row], Receipt | None]:
@@ -149,6 +300,12 @@ def run_instance(
     itself, unless the runner has its own ``on_timer``. Both must do exactly what calling
     the function key by key and firing its timers one by one would (``session_window``
     does so, without an object per key).
+
+    ``groups`` may instead be :class:`KeyColumns` (from :func:`group_columns`, for a
+    function :func:`takes_columns` accepts): each key group's keys then go to
+    ``run_columns(space, keys, clock)``, ``keys`` being ``(key state prefix, key,
+    columns)`` with ``columns`` the lists of ``input_columns(event_time)``, which must do
+    what ``run_group`` does with the rows those columns came from.
     """
     with fewer_collections():
         return _run_instance(plan, instance, groups, stats, restore)
@@ -157,25 +314,33 @@ def run_instance(
 def _run_instance(
     plan: TaskPlan,
     instance: Instance,
-    groups: dict[tuple[int, Any], list[Row]],
+    groups: dict[tuple[int, Any], list[Row]] | KeyColumns,
     stats: TaskStats,
     restore: float,
 ) -> tuple[list[Row], Receipt | None]:
     rows_read = instance.rows_read
     bytes_read = instance.bytes_read
     loaded = instance.objects_loaded()
-    stats.rows_in = sum(len(rows) for rows in groups.values())
-    stats.keys = len(groups)
     key_columns = plan.key_columns
     single = len(key_columns) == 1
     first = key_columns[0]
     timing = plan.time
     clock = None if timing is None else timing.clock
-    touched = {key_group for key_group, _ in groups}
+    by_columns = None
+    if isinstance(groups, KeyColumns):
+        # Grouped, ordered and the late rows dropped already (group_columns).
+        by_columns = plan.fn.run_columns
+        touched = set(groups.touched)
+        by_key: dict[tuple[int, Any], Any] = groups.groups
+    else:
+        stats.rows_in = sum(len(rows) for rows in groups.values())
+        stats.keys = len(groups)
+        touched = {key_group for key_group, _ in groups}
+        by_key = groups
     if timing is not None:
         touched.update(g for g in timing.due if g in instance.key_groups)
-        if timing.options.mode == "event":
-            groups = _drop_late(groups, timing, stats, getattr(plan.fn, "late_time", None))
+        if timing.options.mode == "event" and by_columns is None:
+            by_key = _drop_late(by_key, timing, stats, getattr(plan.fn, "late_time", None))
     t0 = time.perf_counter()
     instance.preload(touched)
     restore += time.perf_counter() - t0
@@ -218,7 +383,7 @@ def _run_instance(
     order_columns = plan.order_columns
     # Each key's repr once: it orders the keys and names the key's state (key_prefix).
     ordered = sorted(
-        [(key_group, repr(key), key, key_rows) for (key_group, key), key_rows in groups.items()],
+        [(key_group, repr(key), key, key_rows) for (key_group, key), key_rows in by_key.items()],
         key=_GROUP_AND_REPR,
     )
     # A function that runs a key group's keys at once (``run_group``, ``fire_group``: see
@@ -232,6 +397,11 @@ def _run_instance(
         t0 = time.perf_counter()
         key_space = instance.space(key_group)
         restore += time.perf_counter() - t0
+        if by_columns is not None:
+            keyed = [(prefix_of_repr(text), key, cols) for _, text, key, cols in members]
+            for key, produced in by_columns(key_space, keyed, clock):
+                emit(key, produced)
+            continue
         keys = []
         for _, text, key, key_rows in members:
             if len(key_rows) > 1:

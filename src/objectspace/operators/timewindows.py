@@ -73,23 +73,62 @@ class _TimeWindowed(_TimedOperator):
 
     def _add(self, entry: list[Any], offset: int, row: Row) -> None:
         """Add ``row`` to the accumulator that starts at ``entry[offset]``, in place."""
-        entry[offset + _COUNT] += 1
-        use_value, use_sum, use_min, use_max = self.needs
-        if not use_value:
+        if not self.needs[0]:
+            entry[offset + _COUNT] += 1
             return
         try:
             v = row[self.value]
         except KeyError:
             raise KeyError(f"{self!r}: input row has no column {self.value!r}: {row!r}") from None
+        if v is None and (self.needs[2] or self.needs[3]):
+            raise ValueError(f"{self!r}: {self.value} is None (null) in row {row!r}")
+        self._add_value(entry, offset, v)
+
+    def _values(self, rows: Sequence[Row]) -> list[Any] | None:
+        """The values ``rows`` add (``None`` when the aggregates take none: a count), each
+        checked as :meth:`_add` checks it."""
+        if not self.needs[0]:
+            return None
+        column = self.value
+        try:
+            values = [row[column] for row in rows]
+        except KeyError:
+            row = next(r for r in rows if column not in r)
+            raise KeyError(f"{self!r}: input row has no column {column!r}: {row!r}") from None
+        if (self.needs[2] or self.needs[3]) and None in values:
+            row = rows[values.index(None)]
+            raise ValueError(f"{self!r}: {column} is None (null) in row {row!r}")
+        return values
+
+    def _add_value(self, entry: list[Any], offset: int, v: Any) -> None:
+        """Add value ``v`` (checked: see :meth:`_values`) to the accumulator that starts at
+        ``entry[offset]``, in place."""
+        entry[offset + _COUNT] += 1
+        _, use_sum, use_min, use_max = self.needs
         if use_sum:
             entry[offset + _SUM] += v
-        if use_min or use_max:
-            if v is None:
-                raise ValueError(f"{self!r}: {self.value} is None (null) in row {row!r}")
-            if use_min and (entry[offset + _MIN] is None or v < entry[offset + _MIN]):
-                entry[offset + _MIN] = v
-            if use_max and (entry[offset + _MAX] is None or v > entry[offset + _MAX]):
-                entry[offset + _MAX] = v
+        if use_min and (entry[offset + _MIN] is None or v < entry[offset + _MIN]):
+            entry[offset + _MIN] = v
+        if use_max and (entry[offset + _MAX] is None or v > entry[offset + _MAX]):
+            entry[offset + _MAX] = v
+
+    def _add_all(self, entry: list[Any], offset: int, values: list[Any] | None, n: int) -> None:
+        """Add ``n`` rows of ``values`` (from :meth:`_values`) in order, in place."""
+        if values is None:
+            entry[offset + _COUNT] += n
+            return
+        if not (self.needs[2] or self.needs[3]):
+            # count and sum: the sum added value by value, as row by row (the same float)
+            entry[offset + _COUNT] += n
+            if self.needs[1]:
+                total = entry[offset + _SUM]
+                for v in values:
+                    total += v
+                entry[offset + _SUM] = total
+            return
+        add = self._add_value
+        for v in values:
+            add(entry, offset, v)
 
     @staticmethod
     def _merge(into: list[Any], offset: int, other: list[Any]) -> None:
@@ -134,7 +173,53 @@ class _SessionWindow(_TimeWindowed):
         sessions, prefix = shared_dict(state, _SESSIONS)
         found = _session_keys(state, sessions, prefix)
         before = _expand(sessions._data, found) if found else {}
-        self._update(sessions, prefix, before, rows, _row_times(self, state, rows), state)
+        times = _row_times(self, state, rows)
+        self._update(sessions, prefix, before, self._values(rows), times, state)
+        return []
+
+    def input_columns(self, event_time: str | None) -> tuple[str, ...] | None:
+        """The columns :meth:`run_columns` takes per key: the event time, and the value
+        when an aggregate needs it (``None``: without an event time column, rows)."""
+        column = self.time or event_time
+        if column is None:
+            return None
+        return (column, self.value) if self.needs[0] else (column,)
+
+    def run_columns(
+        self,
+        space: ObjectSpace,
+        keys: list[tuple[str, Any, tuple[list[Any], ...]]],
+        clock: Clock | None,
+    ) -> list[tuple[Any, list[Row]]]:
+        """:meth:`run_group` on columns: every key of one key group, ``(prefix, key,
+        columns)`` with ``columns`` the lists of :meth:`input_columns` in the rows' order,
+        without a dict per row. A key the fast path cannot take (times that are not ints
+        of epoch ms, state of older stores) gets its rows as dicts of those columns."""
+        if clock is None or clock.mode != "event":
+            raise ValueError(f"{self!r}: run_columns needs an event-time clock")
+        names = self.input_columns(clock.event_time)
+        assert names is not None
+        sessions = shared_dict(KeyRef(space, ""), _SESSIONS)[0]
+        data = sessions._data
+        between = sessions._between
+        update = self._update
+        check = self.needs[2] or self.needs[3]
+        for prefix, key, cols in keys:
+            times = cols[0]
+            values = cols[1] if len(cols) > 1 else None
+            if (
+                not all(type(t) is int for t in times)
+                or prefix + _LEGACY in space
+                or (check and values is not None and None in values)
+            ):
+                rows = [dict(zip(names, one, strict=True)) for one in zip(*cols, strict=True)]
+                self(key, rows, KeyState(space, prefix, key, (), clock))
+                continue
+            found = between((prefix,), (prefix + "\x00",))
+            if len(found) == 1 and self._extend(sessions, found[0], values, times):
+                continue
+            before = _expand(data, found) if found else {}
+            update(sessions, prefix, before, values, times, KeyRef(space, prefix, key, (), clock))
         return []
 
     def run_group(
@@ -159,15 +244,20 @@ class _SessionWindow(_TimeWindowed):
             if not all(type(t) is int for t in times) or prefix + _LEGACY in space:
                 self(key, rows, KeyState(space, prefix, key, (), clock))
                 continue
+            values = self._values(rows)
             found = between((prefix,), (prefix + "\x00",))
-            if len(found) == 1 and self._extend(sessions, found[0], rows, times):
+            if len(found) == 1 and self._extend(sessions, found[0], values, times):
                 continue
             before = _expand(data, found) if found else {}
-            update(sessions, prefix, before, rows, times, KeyRef(space, prefix, key, (), clock))
+            update(sessions, prefix, before, values, times, KeyRef(space, prefix, key, (), clock))
         return []
 
     def _extend(
-        self, sessions: PersistedSortedDict, at: tuple[str, int], rows: list[Row], times: list[int]
+        self,
+        sessions: PersistedSortedDict,
+        at: tuple[str, int],
+        values: list[Any] | None,
+        times: list[int],
     ) -> bool:
         """The common case of a key with one open session ``at`` whose rows (in time order)
         all fall within it as it grows: the session's entry updated, its timer kept (its
@@ -183,9 +273,7 @@ class _SessionWindow(_TimeWindowed):
                 end = t + gap
         entry = _expand_one(start, stored)
         entry[0] = end
-        add = self._add
-        for row in rows:
-            add(entry, 1, row)
+        self._add_all(entry, 1, values, len(times))
         sessions[at] = _stored(entry, start, not (self.needs[2] or self.needs[3]))
         return True
 
@@ -194,22 +282,24 @@ class _SessionWindow(_TimeWindowed):
         sessions: PersistedSortedDict,
         prefix: str,
         before: dict[int, list[Any]],
-        rows: list[Row],
+        values: list[Any] | None,
         times: list[int],
         ref: KeyRef,
     ) -> None:
-        """Add ``rows`` (at ``times``) to the key's open sessions ``before`` (start ->
-        [end, count, sum, min, max]), write back what changed and keep the key's timer."""
+        """Add the rows of ``values`` (from :meth:`_values`) at ``times`` to the key's open
+        sessions ``before`` (start -> [end, count, sum, min, max]), write back what changed
+        and keep the key's timer."""
         gap = self.gap
-        add = self._add
+        add = self._add_value
         short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
+        vs = values if values is not None else [None] * len(times)
         if not before and _ascending(times):
             # No open session and the rows in time order (the common case): each row joins
             # the last session or opens the next, as the general merge below would.
             entry: list[Any] = []
             start = 0
             first = None
-            for row, t in zip(rows, times, strict=True):
+            for v, t in zip(vs, times, strict=True):
                 if not entry or t > entry[0]:
                     if entry:
                         sessions[(prefix, start)] = _stored(entry, start, short)
@@ -219,14 +309,14 @@ class _SessionWindow(_TimeWindowed):
                     entry = [t + gap, 0, 0, None, None]
                 else:
                     entry[0] = t + gap
-                add(entry, 1, row)
+                add(entry, 1, v)
             sessions[(prefix, start)] = _stored(entry, start, short)
             Timers(ref).register(entry[0] if first is None else first)
             return
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
         open_ = {s: e.copy() for s, e in before.items()} if before else {}
-        for row, t in zip(rows, times, strict=True):
+        for v, t in zip(vs, times, strict=True):
             reach = t + gap
             # The sessions the event's own [t, t + gap] touches: start <= t + gap, end >= t.
             hits = [s for s, e in open_.items() if s <= reach and e[0] >= t] if open_ else ()
@@ -249,7 +339,7 @@ class _SessionWindow(_TimeWindowed):
                     self._merge(entry, 1, other)
                 entry[0] = max(entry[0], reach)
                 open_[min(hits[0], t)] = entry
-            add(entry, 1, row)
+            add(entry, 1, v)
         if before:
             for s in before.keys() - open_.keys():
                 del sessions[(prefix, s)]

@@ -42,7 +42,15 @@ from objectspace.errors import ObjectSpaceError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["HELPERS", "HelperError", "TaskHelpers", "as_rows", "ipc_bytes", "run_split", "serve"]
+__all__ = [
+    "HELPERS",
+    "HelperError",
+    "TaskHelpers",
+    "as_table",
+    "ipc_bytes",
+    "run_split",
+    "serve",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +59,14 @@ Work = list[tuple[int, Any]]
 an Arrow IPC stream)."""
 
 
-def as_rows(payload: Any) -> list[dict[str, Any]]:
-    """An instance's rows as dicts, from a list of them, an Arrow table or IPC stream."""
-    if isinstance(payload, list):
-        return payload
+def as_table(payload: Any) -> pa.Table:
+    """An instance's rows as an Arrow table, from a table or an Arrow IPC stream."""
     import pyarrow as pa
 
     if isinstance(payload, bytes):
-        payload = pa.ipc.open_stream(payload).read_all()
-    rows: list[dict[str, Any]] = payload.to_pylist()
-    return rows
+        return pa.ipc.open_stream(payload).read_all()
+    table: pa.Table = payload
+    return table
 
 
 def ipc_bytes(table: pa.Table) -> bytes:
@@ -199,10 +205,10 @@ def run_split(
     processes: int,
     by_instance: dict[int, Any],
     task_blob: Callable[[], bytes],
-    run_here: Callable[[int, list[dict[str, Any]]], pa.Table],
+    run_here: Callable[[int, Any], pa.Table],
     snapshot_folder: str | None,
 ) -> list[tuple[int, pa.Table]]:
-    """Run every instance of ``by_instance`` (its rows: see :func:`as_rows`): those of slot
+    """Run every instance of ``by_instance`` (its rows: dicts or an Arrow table): those of slot
     ``index % processes`` > 0 in that helper, the others here (``run_here``), at the same
     time; their results by index."""
     import pyarrow as pa
@@ -220,7 +226,7 @@ def run_split(
             if slot:
                 HELPERS.helper(slot, snapshot_folder).send(blob, context, items)
                 sent.append(slot)
-        results = [(index, run_here(index, as_rows(rows))) for index, rows in work.get(0, [])]
+        results = [(index, run_here(index, rows)) for index, rows in work.get(0, [])]
         for slot in sent:
             try:
                 answer = HELPERS.running(slot).receive()
@@ -309,7 +315,7 @@ def serve(fd: int) -> None:
         failed = None
         for index, rows in work:
             try:
-                table = task._result(index, as_rows(rows), helper=True)
+                table = task._result(index, rows, helper=True)
             except BaseException:
                 failed = ("error", index, traceback.format_exc())
                 break

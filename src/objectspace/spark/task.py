@@ -16,25 +16,29 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import Instance, Operator, Receipt
+from objectspace.collector import gc_paused
 from objectspace.engine import (
     INSTANCE_COLUMN,
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,
+    KeyColumns,
     Residency,
     TaskPlan,
     TaskStats,
     adopt,
     finish_task,
+    group_columns,
     group_rows,
     heads_match,
     instance_identity,
     route_rows,
     run_instance,
+    takes_columns,
 )
 from objectspace.errors import ObjectSpaceError
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache
-from objectspace.spark.helpers import as_rows, ipc_bytes, run_split
+from objectspace.spark.helpers import as_table, ipc_bytes, run_split
 from objectspace.spark.preflight import require_c_check
 from objectspace.spark.receipts import pack_receipt
 from objectspace.spark.routing import DUE_MARK, route_table
@@ -213,9 +217,7 @@ class _InstanceTask:
 
     def __call__(self, group: tuple[Any, ...], table: pa.Table) -> pa.Table:
         """``applyInArrow``: all rows of one instance."""
-        return self._result(
-            int(group[0].as_py()), table.drop_columns([INSTANCE_COLUMN]).to_pylist()
-        )
+        return self._result(int(group[0].as_py()), table.drop_columns([INSTANCE_COLUMN]))
 
     def run_partition(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """``mapInArrow`` on a batch that Spark holds in one partition: every instance of
@@ -254,7 +256,57 @@ class _InstanceTask:
                 yield from table.to_batches()
             return
         for index in sorted(by_instance):
-            yield from self._result(index, as_rows(by_instance[index])).to_batches()
+            yield from self._result(index, by_instance[index]).to_batches()
+
+    def _columns(self, table: pa.Table, marks: bool, stats: TaskStats) -> KeyColumns | None:
+        """An instance's rows as :class:`~objectspace.engine.KeyColumns`, for a function
+        that takes columns (``None``: it takes rows, or the table does not have what the
+        columns need), sorted here by key group, key and ``order_by`` (Arrow's sort)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        plan = self.plan
+        needs = takes_columns(plan)
+        if needs is None:
+            return None
+        assert plan.time is not None and plan.time.options.event_time is not None
+        names = {
+            KEY_GROUP_COLUMN,
+            plan.key_columns[0],
+            plan.time.options.event_time,
+            *plan.order_columns,
+            *needs,
+        }
+        if not names.issubset(table.column_names):
+            return None  # the rows path names what is missing
+        key_column = plan.key_columns[0]
+        try:
+            if marks:
+                table = table.filter(pc.not_equal(table.column(KEY_GROUP_COLUMN), DUE_MARK))
+            order = pc.sort_indices(
+                table,
+                sort_keys=[
+                    (KEY_GROUP_COLUMN, "ascending"),
+                    (key_column, "ascending"),
+                    *((c, "ascending") for c in plan.order_columns),
+                ],
+            )  # nulls last (Arrow's default)
+            table = table.take(order)
+            runs = _runs(
+                table.column(KEY_GROUP_COLUMN),
+                table.column(key_column),
+                table.column(plan.order_columns[0]),
+            )
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            return None  # columns Arrow does not sort or compare: the rows path
+        columns = {name: table.column(name).to_pylist() for name in names}
+        full = table.drop_columns([KEY_GROUP_COLUMN])
+
+        def rows_at(positions: list[int]) -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = full.take(pa.array(positions, pa.int64())).to_pylist()
+            return rows
+
+        return group_columns(plan, columns, needs, stats, runs, rows_at, KEY_GROUP_COLUMN)
 
     def _pickled(self) -> bytes:
         """This task as its helper processes get it (as Spark shipped it: cloudpickle)."""
@@ -273,11 +325,12 @@ class _InstanceTask:
                 f"{self.output_schema.remove(len(self.output_schema) - 1)}: {exc}"
             ) from exc
 
-    def _result(self, index: int, rows: list[dict[str, Any]], helper: bool = False) -> pa.Table:
-        """Run instance ``index`` over its rows: the result's rows, the output then the
-        receipt, or the receipt row alone, carrying the output as an Arrow IPC stream
-        (``b""`` for none), when that stream is at most ``inline_bytes``. ``helper``:
-        this process is a helper of the task's worker (see :mod:`objectspace.spark.helpers`)."""
+    def _result(self, index: int, rows: Any, helper: bool = False) -> pa.Table:
+        """Run instance ``index`` over its rows (dicts, an Arrow table or IPC stream): the
+        result's rows, the output then the receipt, or the receipt row alone, carrying the
+        output as an Arrow IPC stream (``b""`` for none), when that stream is at most
+        ``inline_bytes``. ``helper``: this process is a helper of the task's worker (see
+        :mod:`objectspace.spark.helpers`)."""
         import pyarrow as pa
 
         out, receipt, stats = self._run(index, rows)
@@ -302,10 +355,9 @@ class _InstanceTask:
         out.append({RECEIPT_COLUMN: pack_receipt(receipt, stats)})
         return out
 
-    def _run(
-        self, index: int, rows: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], Receipt | None, TaskStats]:
-        """Run instance ``index`` over its rows: its output rows, receipt and stats."""
+    def _run(self, index: int, rows: Any) -> tuple[list[dict[str, Any]], Receipt | None, TaskStats]:
+        """Run instance ``index`` over its rows (dicts, an Arrow table or IPC stream): its
+        output rows, receipt and stats."""
         require_c_check(self.require_c)
         plan = self.plan
         started = time.perf_counter()
@@ -320,10 +372,21 @@ class _InstanceTask:
         worker = cache.WORKER
         stayed = worker.next_streak(cache_key, stats.cached and not stats.snapshot)
 
-        if plan.time is not None and plan.time.due and not self.hash_keys:
-            # The driver's marker rows (none when the task routes the rows itself).
-            rows = [r for r in rows if r[KEY_GROUP_COLUMN] != DUE_MARK]
-        groups = group_rows(rows, plan.key_columns, KEY_GROUP_COLUMN)
+        marks = plan.time is not None and bool(plan.time.due) and not self.hash_keys
+        groups: dict[tuple[int, Any], list[dict[str, Any]]] | KeyColumns | None = None
+        # Grouping makes a list or dict per row or key and no cycles: without the
+        # collections that would walk the whole state meanwhile.
+        with gc_paused():
+            if not isinstance(rows, list):
+                table = as_table(rows)
+                groups = self._columns(table, marks, stats)
+                if groups is None:
+                    rows = table.to_pylist()
+            if groups is None:
+                if marks:
+                    # The driver's marker rows (none when the task routes the rows itself).
+                    rows = [r for r in rows if r[KEY_GROUP_COLUMN] != DUE_MARK]
+                groups = group_rows(rows, plan.key_columns, KEY_GROUP_COLUMN)
         out, receipt = run_instance(plan, instance, groups, stats, restore)
         if residency is not None:
             residency.keep(plan, index, instance, stats)
@@ -335,3 +398,40 @@ class _InstanceTask:
                 stats.seconds_snapshot = time.perf_counter() - t0
         finish_task(stats, started)
         return out, receipt, stats
+
+
+def _runs(
+    groups: pa.ChunkedArray, keys: pa.ChunkedArray, order: pa.ChunkedArray
+) -> tuple[list[int], set[int]]:
+    """Of rows sorted by key group, key and ``order_by``: the row number where each run of
+    one (key group, key) starts, and the runs whose first ``order_by`` column does not
+    rise strictly (equal values, nulls), as :func:`~objectspace.engine.group_columns`
+    takes them."""
+    import bisect
+
+    import pyarrow.compute as pc
+
+    n = len(groups)
+    if n == 0:
+        return [], set()
+
+    def pairs(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
+        whole = column.combine_chunks()
+        return whole.slice(1), whole.slice(0, n - 1)
+
+    def changed(column: pa.ChunkedArray) -> pa.Array:
+        after, before = pairs(column)
+        differ = pc.not_equal(after, before)
+        if column.null_count:  # null against null is one key; null against a value is not
+            differ = pc.if_else(
+                pc.is_null(differ), pc.not_equal(pc.is_null(after), pc.is_null(before)), differ
+            )
+        return differ
+
+    change = pc.or_(changed(groups), changed(keys))
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(change).to_pylist())]
+    after, before = pairs(order)
+    rising = pc.fill_null(pc.greater(after, before), False)
+    flat = pc.indices_nonzero(pc.and_(pc.invert(change), pc.invert(rising))).to_pylist()
+    unordered = {bisect.bisect_right(starts, i + 1) - 1 for i in flat}
+    return starts, unordered
