@@ -154,7 +154,7 @@ def takes_columns(plan: TaskPlan) -> tuple[str, ...] | None:
     ``session_window``), in event time, one key column, ordered by a column, with no
     ``on_timer`` of the runner's own."""
     timing = plan.time
-    fn = plan.fn
+    fn: Any = plan.fn
     if (
         timing is None
         or timing.options.mode != "event"
@@ -170,7 +170,7 @@ def takes_columns(plan: TaskPlan) -> tuple[str, ...] | None:
 
 def group_columns(
     plan: TaskPlan,
-    columns: Mapping[str, Sequence[Any]],
+    columns: Mapping[str, list[Any]],
     needs: Sequence[str],
     stats: TaskStats,
     runs: tuple[Sequence[int], AbstractSet[int]],
@@ -329,7 +329,8 @@ def _run_instance(
     by_columns = None
     if isinstance(groups, KeyColumns):
         # Grouped, ordered and the late rows dropped already (group_columns).
-        by_columns = plan.fn.run_columns
+        fn_any: Any = plan.fn
+        by_columns = fn_any.run_columns
         touched = set(groups.touched)
         by_key: dict[tuple[int, Any], Any] = groups.groups
     else:
