@@ -197,7 +197,8 @@ def group_columns(
     touched = set(groups_of)
     n = len(groups_of)
     wanted = [columns[c] for c in needs]
-    keep = _on_time(columns[timing.options.event_time], timing, stats, plan.fn)
+    late_time = getattr(plan.fn, "late_time", None)
+    keep = _on_time(columns[timing.options.event_time], timing, stats, late_time)
     positions: Sequence[int] = range(n)
     bounds = [*starts, n]
     if keep is not None:
@@ -241,11 +242,16 @@ def group_columns(
 
 
 def _on_time(
-    times: Sequence[Any], timing: TimePlan, stats: TaskStats, fn: Any
+    times: Sequence[Any],
+    timing: TimePlan,
+    stats: TaskStats,
+    late_time: Callable[[int], int] | None,
 ) -> list[bool] | None:
-    """:func:`_drop_late` on an event time column: which rows stay (``None``: all), the
-    stats counted. The operator's ``late_time`` is non-decreasing in the event time."""
-    late_time: Callable[[int], int] | None = getattr(fn, "late_time", None)
+    """Which of the rows with event times ``times`` stay (``None``: all): a row is late
+    when ``late_time(event time)`` (non-decreasing in it; the event time itself when
+    ``None``) is at or below the batch's late watermark, and dropped unless late rows are
+    kept; a row whose time is null, not a time or outside the datetimes is dropped. Counts
+    them (``rows_late``, ``rows_bad_time``) and the largest event time in ``stats``."""
     floor = timing.clock.late_watermark
     if floor is None:
         floor = 0
@@ -468,44 +474,21 @@ def _drop_late(
     ``groups`` itself (its lists untouched)."""
     column = timing.options.event_time
     assert column is not None
-    floor = timing.clock.late_watermark
-    if floor is None:
-        floor = 0
-    keep = timing.options.late_rows == "keep"
-    largest = stats.max_event_time
-    kept: dict[tuple[int, Any], list[Row]] = {}  # the groups with a dropped row: the others
-    dropped = 0
-    empty = False
-    for group_key, rows in groups.items():
-        if not rows:
-            empty = True
-        on_time: list[Row] | None = None
-        for i, row in enumerate(rows):
-            value = row.get(column)
-            ms = value if type(value) is int and MIN_MS <= value <= MAX_MS else _event_ms(value)
-            if ms is None:
-                stats.rows_bad_time += 1
-                drop = True
-            else:
-                if ms > largest:
-                    largest = ms
-                drop = (ms if late_time is None else late_time(ms)) <= floor
-                if drop:
-                    stats.rows_late += 1
-                    drop = not keep
-            if drop:
-                dropped += 1
-                if on_time is None:
-                    on_time = rows[:i]
-            elif on_time is not None:
-                on_time.append(row)
-        if on_time is not None:
-            kept[group_key] = on_time
-    stats.max_event_time = largest
-    stats.rows_in -= dropped
-    if kept or empty:
-        groups = {k: kept.get(k, rows) for k, rows in groups.items()}
-        groups = {k: rows for k, rows in groups.items() if rows}
+    times = [row.get(column) for rows in groups.values() for row in rows]
+    keep = _on_time(times, timing, stats, late_time)
+    empty = not all(groups.values())
+    if keep is not None or empty:
+        kept: dict[tuple[int, Any], list[Row]] = {}
+        at = 0
+        for group_key, rows in groups.items():
+            flags = keep[at : at + len(rows)] if keep is not None else None
+            at += len(rows)
+            if flags is not None and not all(flags):
+                rows = list(compress(rows, flags))
+            if rows:
+                kept[group_key] = rows
+        stats.rows_in -= len(times) - sum(len(rows) for rows in kept.values())
+        groups = kept
     stats.keys = len(groups)
     return groups
 
