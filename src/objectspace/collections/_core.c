@@ -184,6 +184,21 @@ set_flag(BaseObject *self, unsigned int bit)
     self->flags |= bit | F_SET(bit);
 }
 
+/* A new empty set that the cyclic collector does not track: an object's dirty slots (its
+   keys, indices, elements), which cannot refer back to the set, never the object's data.
+   Such a set lives for one checkpoint interval; tracked, the young collections of the
+   interval promoted every one of them and set off full collections that walk the whole
+   state. Freed by reference counting like any set. */
+static PyObject *
+untracked_set(void)
+{
+    PyObject *set = PySet_New(NULL);
+    if (set != NULL && PyObject_GC_IsTracked(set)) {
+        PyObject_GC_UnTrack(set);
+    }
+    return set;
+}
+
 /* `self._dirty.add(key)`, the set made first if `self._dirty` is None */
 static int
 dirty_add(BaseObject *self, PyObject *key)
@@ -191,7 +206,7 @@ dirty_add(BaseObject *self, PyObject *key)
     PyObject *dirty;
     FIELD_OR_FAIL(dirty, self, dirty, "_dirty", return -1);
     if (dirty == Py_None) {
-        dirty = PySet_New(NULL);
+        dirty = untracked_set();
         if (dirty == NULL) {
             return -1;
         }
@@ -1631,7 +1646,30 @@ core_emit_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+static PyObject *
+core_untracked_set(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return untracked_set();
+}
+
+static PyObject *
+core_untrack(PyObject *module, PyObject *obj)
+{
+    if (PyObject_IS_GC(obj) && PyObject_GC_IsTracked(obj)) {
+        PyObject_GC_UnTrack(obj);
+    }
+    Py_INCREF(obj);
+    return obj;
+}
+
 static PyMethodDef core_functions[] = {
+    {"untracked_set", core_untracked_set, METH_NOARGS,
+     "untracked_set($module, /)\n--\n\n"
+     "A new empty set the cyclic collector does not track (for an object's dirty slots)."},
+    {"untrack", core_untrack, METH_O,
+     "untrack($module, obj, /)\n--\n\n"
+     "``obj``, no longer tracked by the cyclic collector (only for an object that can never "
+     "be part of a reference cycle)."},
     {"emit_rows", (PyCFunction)(void (*)(void))core_emit_rows, METH_FASTCALL,
      "emit_rows(rows, slots, data, order, key_dumps, dumps, pack_uint, plain, prefixes, "
      "entry_mark, deleted, encode_key, unencodable) -> bool\n--\n\n"

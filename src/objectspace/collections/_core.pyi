@@ -7,10 +7,12 @@ is type-checked against (see :mod:`objectspace.collections._impl`).
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from objectspace.collections.base import Page
 from objectspace.space import ObjectSpace
+
+_T = TypeVar("_T")
 
 class ObjectBase:
     __slots__ = (
@@ -97,3 +99,5 @@ def emit_rows(
     unencodable: tuple[type[BaseException], ...],
     /,
 ) -> bool: ...
+def untracked_set() -> set[Any]: ...
+def untrack(obj: _T, /) -> _T: ...

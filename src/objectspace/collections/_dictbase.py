@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 from sortedcontainers.sorteddict import SortedItemsView, SortedKeysView, SortedValuesView
 
-from objectspace.collections._impl import emit_rows
+from objectspace.collections._impl import emit_rows, untracked_set
 from objectspace.collections.base import (
     ENTRY_MARK,
     MARK_BYTE,
@@ -110,7 +110,7 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         try:  # inline, not self._track(key): the hottest path of a dict
             dirty = self._dirty
             if dirty is None:
-                dirty = self._dirty = set()
+                dirty = self._dirty = untracked_set()
             dirty.add(key)
         except BaseException:
             self._rewrite_all()

@@ -21,6 +21,8 @@ __all__ = [
     "StackBase",
     "ValueBase",
     "emit_rows",
+    "untrack",
+    "untracked_set",
 ]
 
 PURE_PYTHON_ENV = "OBJECTSPACE_PURE_PYTHON"
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
         StackBase,
         ValueBase,
         emit_rows,
+        untrack,
+        untracked_set,
     )
 else:
     _module, IMPLEMENTATION = _choose()
@@ -62,3 +66,5 @@ else:
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
     emit_rows = _module.emit_rows
+    untrack = _module.untrack
+    untracked_set = _module.untracked_set

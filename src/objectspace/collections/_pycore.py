@@ -18,7 +18,7 @@ import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     from objectspace.collections.base import Page
@@ -35,6 +35,8 @@ __all__ = [
     "StackBase",
     "ValueBase",
     "emit_rows",
+    "untrack",
+    "untracked_set",
 ]
 
 
@@ -302,3 +304,16 @@ def emit_rows(
     except OverflowError:
         return False
     return True
+
+
+untracked_set = set
+"""A new empty set for an object's dirty slots (the C extension's is not tracked by the
+cyclic collector; here an ordinary set)."""
+
+
+_T = TypeVar("_T")
+
+
+def untrack(obj: _T) -> _T:
+    """``obj`` (the C extension stops the cyclic collector tracking it; here a no-op)."""
+    return obj

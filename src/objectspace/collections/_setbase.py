@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, MutableSet
 from typing import TYPE_CHECKING, Any, Self
 
+from objectspace.collections._impl import untracked_set
 from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, KeyedObject, Page
 from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.tables import DELETED, StateReader
@@ -50,7 +51,7 @@ class _SetBase(KeyedObject, MutableSet[Any]):
             try:  # inline, not self._track_edit(value, True): the hottest path of a set
                 dirty = self._dirty
                 if dirty is None:
-                    dirty = self._dirty = set()
+                    dirty = self._dirty = untracked_set()
                 dirty.add(value)
                 if type(value) not in PLAIN_KEY_TYPES:
                     self._spell[value] = value

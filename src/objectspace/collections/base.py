@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgpack
 
-from objectspace.collections._impl import ObjectBase
+from objectspace.collections._impl import ObjectBase, untrack, untracked_set
 from objectspace.errors import CorruptStateError, ObjectDeletedError, SerializationError
 from objectspace.serialization import PLAIN_KEY_TYPES, encode_key_with
 from objectspace.tables import DELETED, StateReader, TableChanges
@@ -287,7 +287,7 @@ class PersistedObject(ObjectBase):
         """The current page's set of edited slots, created by the first edit."""
         dirty = self._dirty
         if dirty is None:
-            dirty = self._dirty = set()
+            dirty = self._dirty = untracked_set()
         return dirty
 
     def _touch(self) -> None:
@@ -305,15 +305,19 @@ class PersistedObject(ObjectBase):
     # -- the page protocol, driven by ObjectSpace.save / on_saved ---------------------------
 
     def _current_page(self) -> Page:
-        # Positional: this runs once per dirty object per save.
-        return Page(
-            self._new,
-            self._cleared,
-            self._meta,
-            self._dirty,
-            self._dirty_links(),
-            INF,
-            self._length(),
+        # Positional: this runs once per dirty object per save. The page lives until the
+        # save is acknowledged (into the next batch, in a Spark worker) and can be in no
+        # cycle: untracked, the collections meanwhile neither walk nor promote it.
+        return untrack(
+            Page(
+                self._new,
+                self._cleared,
+                self._meta,
+                self._dirty,
+                self._dirty_links(),
+                INF,
+                self._length(),
+            )
         )
 
     def _dirty_links(self) -> AbstractSet[Any]:

@@ -6,7 +6,7 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any
 
-from objectspace.collections._impl import ListBase
+from objectspace.collections._impl import ListBase, untrack
 from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject, load_indexed
 from objectspace.errors import CorruptStateError
 from objectspace.tables import DELETED, StateReader
@@ -254,8 +254,16 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         return len(self._data)
 
     def _current_page(self) -> Page:
-        return Page(
-            self._new, self._cleared, self._meta, self._dirty, _NONE, self._from, len(self._data)
+        return untrack(  # see PersistedObject._current_page
+            Page(
+                self._new,
+                self._cleared,
+                self._meta,
+                self._dirty,
+                _NONE,
+                self._from,
+                len(self._data),
+            )
         )
 
     def _reset_extra(self) -> None:
