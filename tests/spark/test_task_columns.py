@@ -25,13 +25,12 @@ from objectspace.engine import (
     TimeOptions,
 )
 from objectspace.engine.task import group_columns, order_rows, takes_columns
-from objectspace.keyed import KeyState
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache as spark_cache
-from objectspace.spark.receipts import unpack_receipt
 from objectspace.spark.routing import DUE_MARK
 from objectspace.spark.task import _InstanceTask
-from tests.support.spark import dump_state
+from tests.operators.test_group_paths import KeyByKey
+from tests.support.spark import dump_state, task_result
 
 Row = dict[str, Any]
 MAX_KG = 16
@@ -40,20 +39,9 @@ SEC = 1000
 STATS = ("rows_in", "keys", "rows_late", "rows_bad_time", "max_event_time", "timers_fired")
 
 
-class RowsOnly:
-    """``op`` without ``run_columns``: the task gives it rows (``run_group``)."""
-
-    def __init__(self, op: Any) -> None:
-        self.op = op
-
-    def __call__(self, key: Any, rows: list[Row], state: KeyState) -> Any:
-        return self.op(key, rows, state)
-
-    def late_time(self, event_ms: int) -> int:
-        return int(self.op.late_time(event_ms))
-
-    def handle_timer(self, key: Any, names: tuple[str, ...], when: int, state: KeyState) -> Any:
-        return self.op.handle_timer(key, names, when, state)
+class RowsOnly(KeyByKey):
+    """``op`` without ``run_columns``: the task gives it rows (``run_group``), and it fires
+    a key group's timers itself (``fire_group``)."""
 
     def run_group(self, space: Any, keys: Any, clock: Any) -> Any:
         return self.op.run_group(space, keys, clock)
@@ -162,17 +150,7 @@ class Job:
                     continue
                 table = pa.Table.from_pylist(part, schema=schema)
                 result.extend(task((pa.scalar(index),), table).to_pylist())
-        out: list[Row] = []
-        reports = []
-        for row in result:
-            blob = row.pop("__os_receipt")
-            if blob is None:
-                out.append(row)
-                continue
-            receipt, stats, inline = unpack_receipt(blob)
-            reports.append((receipt, stats))
-            if inline:
-                out.extend(pa.ipc.open_stream(inline).read_all().to_pylist())
+        out, reports = task_result(result)
         self.driver.finish(plan, reports)
         stats = sorted((s for _, s in reports), key=lambda s: s.index)
         return out, [(s.index, *(getattr(s, f) for f in STATS)) for s in stats]

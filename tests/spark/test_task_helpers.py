@@ -21,7 +21,6 @@ from objectspace.keyed import KeyState
 from objectspace.spark import StatefulRunner, TaskStats
 from objectspace.spark import cache as spark_cache
 from objectspace.spark.helpers import HELPERS, HelperError
-from objectspace.spark.receipts import unpack_receipt
 from objectspace.spark.task import _InstanceTask
 from tests.support.spark import (
     Row,
@@ -35,6 +34,7 @@ from tests.support.spark import (
     ship,
     simulate,
     spark,  # noqa: F401
+    task_result,
     write_json_files,
 )
 
@@ -113,17 +113,7 @@ def run_batch(
     )
     batch = pa.RecordBatch.from_pylist(rows, schema=INPUT_SCHEMA)
     table = pa.Table.from_batches(list(task.run_partition(iter([batch]))), ARROW_SCHEMA)
-    out: list[Row] = []
-    reports = []
-    for row in table.to_pylist():
-        blob = row.pop("__os_receipt")
-        if blob is None:
-            out.append(row)
-            continue
-        receipt, stats, inline = unpack_receipt(blob)
-        reports.append((receipt, stats))
-        if inline:
-            out.extend(pa.ipc.open_stream(inline).read_all().to_pylist())
+    out, reports = task_result(table.to_pylist())
     runner._driver.finish(plan, reports)
     return dict_rows(out, COLUMNS), sorted((s for _, s in reports), key=lambda s: s.index)
 

@@ -503,3 +503,24 @@ class RefChain:
                 return []
             current = list(ref(key, current, st.setdefault(str(i), {})))
         return current
+
+
+def task_result(rows: Iterable[Row]) -> tuple[list[Row], list[tuple[Any, Any]]]:
+    """A task's result rows as the runner reads them: the output rows (those that came as
+    rows, then each receipt's inline output) and the (receipt, stats) reports."""
+    import pyarrow as pa
+
+    from objectspace.spark.receipts import unpack_receipt
+
+    out: list[Row] = []
+    reports: list[tuple[Any, Any]] = []
+    for row in rows:
+        blob = row.pop("__os_receipt")
+        if blob is None:
+            out.append(row)
+            continue
+        receipt, stats, inline = unpack_receipt(blob)
+        reports.append((receipt, stats))
+        if inline:
+            out.extend(pa.ipc.open_stream(inline).read_all().to_pylist())
+    return out, reports
