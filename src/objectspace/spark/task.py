@@ -270,14 +270,8 @@ class _InstanceTask:
         if needs is None:
             return None
         assert plan.time is not None and plan.time.options.event_time is not None
-        names = {
-            KEY_GROUP_COLUMN,
-            plan.key_columns[0],
-            plan.time.options.event_time,
-            *plan.order_columns,
-            *needs,
-        }
-        if not names.issubset(table.column_names):
+        names = {KEY_GROUP_COLUMN, plan.key_columns[0], plan.time.options.event_time, *needs}
+        if not names.union(plan.order_columns).issubset(table.column_names):
             return None  # the rows path names what is missing
         key_column = plan.key_columns[0]
         try:
