@@ -162,6 +162,29 @@ class Residents:
             del compact[object_id]
         return len(gone)
 
+    def compact_values(self) -> int:
+        """Keep every value object holding a plain value whose edits are acknowledged as
+        that value alone (see the class docstring), whatever the budget: between batches a
+        float key costs its id, its value and an entry (about 145 bytes of RSS) instead of
+        its object too (about 207). Returns how many left memory this way. A compacted
+        object is detached: keep no reference to one past a batch."""
+        space = self.space
+        objects = space._objects
+        busy = space._dirty.keys() | space._pending.keys()
+        plain = _PLAIN_VALUES
+        value_type = PersistedValue
+        moved = [
+            (object_id, obj)
+            for object_id, obj in objects.items()
+            if type(obj) is value_type and type(obj._value) in plain and object_id not in busy
+        ]
+        compact = self.compact
+        for object_id, obj in moved:
+            del objects[object_id]
+            compact[object_id] = obj._value
+            obj._space = None
+        return len(moved)
+
     def evict(self, count: int) -> int:
         """Drop up to ``count`` objects without unsaved or unacknowledged edits from memory,
         the least recently loaded or saved first (a value object holding a plain value is

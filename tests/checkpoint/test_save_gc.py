@@ -76,3 +76,34 @@ def test_gc_paused_from_threads_ends_enabled() -> None:
     for t in threads:
         t.join()
     assert gc.isenabled()
+
+
+def test_a_discarded_instance_is_freed_without_a_collection() -> None:
+    """A space and its objects refer to each other: a dropped instance would wait for a
+    collection of the whole heap; discard frees it by reference counting at once."""
+    import weakref
+
+    storage = osp.open_storage("memory://discard-gc")
+    op = storage.job("j").operator("o", max_key_groups=4)
+
+    def made() -> tuple[Any, list[weakref.ref[Any]]]:
+        inst = op.instance(0, 1)
+        for key in range(50):
+            inst.space_for_key(key).create_value(f"{key}/v", float(key))
+            inst.space_for_key(key).create_dict(f"{key}/d")[key] = [key]
+        return inst, [weakref.ref(space) for _, space in inst._spaces.items()]
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        kept, kept_refs = made()
+        del kept
+        assert all(r() is not None for r in kept_refs)  # a cycle: still held
+        gone, gone_refs = made()
+        gone.discard()
+        del gone
+        assert all(r() is None for r in gone_refs)
+    finally:
+        if collecting:
+            gc.enable()
+        gc.collect()

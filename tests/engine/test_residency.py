@@ -13,6 +13,7 @@ from objectspace.checkpoint import CompactionPolicy
 from objectspace.checkpoint.local import LocalHead, LocalStore
 from objectspace.engine.residency import Residency, parse_bytes
 from objectspace.errors import CorruptStateError
+from objectspace.residents import COMPACT_BYTES
 from objectspace.testing import simulate
 
 
@@ -119,6 +120,23 @@ def test_a_tiny_budget_keeps_only_the_batch_s_keys(tmp_path: Any) -> None:
     assert last.objects_resident <= 8
     assert last.bytes_read == 0  # nothing read from storage: the local store had it
     assert sim.outputs[-1] == [{"k": 3, "count": 2}]
+
+
+def test_plain_values_leave_memory_as_values_between_batches(tmp_path: Any) -> None:
+    batches = [[{"k": i, "x": 1, "t": i} for i in range(100)]]
+    batches += [[{"k": 7, "x": 1, "t": 100 + b}] for b in range(3)]
+    kwargs: dict[str, Any] = {"key": "k", "order_by": "t", "parallelism": 1}
+    bounded = simulate(_count, batches, memory_budget=10**9, local_dir=str(tmp_path), **kwargs)
+    assert bounded.outputs == simulate(_count, batches, **kwargs).outputs
+    stats = bounded.stats
+    assert stats[0].objects_resident == 100
+    # From the next batch on, only the key it touches is an object; the other 99 keys'
+    # counts are kept as plain values, nothing evicted and nothing read back.
+    assert [s.objects_resident for s in stats[1:]] == [1, 1, 1]
+    assert sum(s.objects_evicted for s in stats) == 0
+    assert sum(s.objects_loaded for s in stats) == 0
+    per_object = stats[0].bytes_resident // 100
+    assert stats[1].bytes_resident == per_object + 99 * COMPACT_BYTES < per_object * 100 * 0.6
 
 
 def test_a_new_process_continues_from_the_local_store(tmp_path: Any) -> None:

@@ -115,3 +115,32 @@ def test_drop_compact_forgets_the_oldest_first() -> None:
     assert list(residents.compact) == [f"v{i}" for i in range(4, 10)]
     assert residents.drop_compact(0) == 0
     assert residents.drop_compact(-3) == 0
+
+
+def test_compact_values_keeps_acknowledged_plain_values_as_values() -> None:
+    space, store = _space()
+    for i, value in enumerate(VALUES):
+        space.create_value(f"v{i}", value)
+    space.create_value("boxed", [1, 2])  # not a plain value: stays an object
+    space.create_dict("d")["a"] = 1
+    residents = space.residents
+    assert residents is not None
+    assert residents.compact_values() == 0  # every edit unsaved: nothing leaves
+    space.checkpoint(store)
+    space.get_value("v0").value = 2.5  # edited again: stays
+    detached = space.get("v1")
+    assert residents.compact_values() == len(VALUES) - 1
+    assert list(residents.compact) == [f"v{i}" for i in range(1, len(VALUES))]
+    assert sorted(space._objects) == ["boxed", "d", "v0"]
+    assert detached._space is None
+    loaded = residents.loaded
+    for i, value in enumerate(VALUES[1:], start=1):
+        obj = space.get(f"v{i}")
+        assert obj.value == value and type(obj.value) is type(value)  # type: ignore[attr-defined]
+    assert residents.loaded == loaded  # none read from the backing
+    space.get("v3").value = b"new"  # type: ignore[attr-defined]
+    space.checkpoint(store)
+    restored = ObjectSpace.load(store.reader())
+    assert restored.get("v0").value == 2.5  # type: ignore[attr-defined]
+    assert restored.get("v3").value == b"new"  # type: ignore[attr-defined]
+    assert restored.get("v1").value == 7  # type: ignore[attr-defined]

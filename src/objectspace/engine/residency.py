@@ -299,10 +299,14 @@ class Residency:
             local = kept.local
             if local is not None and local.acquire() and adopt(plan, kept):
                 stats.cached = True
-                stats.objects_evicted += self._fit(key)  # the edits just acknowledged
+                # The edits just acknowledged: their plain values leave memory as values,
+                # then what still exceeds the budget goes.
+                kept.compact_values()
+                stats.objects_evicted += self._fit(key)
                 del self.instances[key]
                 return kept
             del self.instances[key]
+            kept.discard()  # stale: another process ran it since, or its save was lost
             if local is not None:
                 if local.locked:
                     store = local
@@ -320,6 +324,7 @@ class Residency:
         if plan.replay:
             if instance.local is not None:
                 instance.local.close()
+            instance.discard()
             return
         self.instances[key] = instance
         stats.objects_evicted += self._fit(key)
@@ -399,6 +404,7 @@ class Residency:
         for instance in self.instances.values():
             if instance.local is not None:
                 instance.local.close()
+            instance.discard()
         self.instances.clear()
         for path in self._private:
             shutil.rmtree(path, ignore_errors=True)

@@ -289,5 +289,7 @@ def _run_task(
     produced, receipt = run_instance(plan, instance, grouped, stats, restore)
     if residency is not None:
         residency.keep(plan, index, instance, stats)
+    else:
+        instance.discard()  # restored afresh next batch: freed now, not by a collection
     finish_task(stats, started)
     return produced, receipt, stats

@@ -181,6 +181,8 @@ class InstanceCache:
 
     def clear(self) -> None:
         """Forget every kept instance and streak (and close the local stores)."""
+        for instance in self.instances.values():
+            instance.discard()
         self.instances.clear()
         self.streaks.clear()
         if self.residency is not None:

@@ -100,6 +100,7 @@ class _InstanceTask:
         plan = self.plan
         instance = cache.WORKER.take(self._cache_key(index)) if plan.use_cache else None
         if instance is not None and not adopt(plan, instance):
+            instance.discard()  # stale: freed now, not by a collection of the whole heap
             instance = None
         if instance is None and self.use_snapshots:
             instance = self._adopt_snapshot(plan.operator(), index)
