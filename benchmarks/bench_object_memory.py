@@ -13,9 +13,10 @@ after, and prints bytes per key (the id strings and the space's index entries in
            before taken with the tables already in memory;
 * between uses (the value case): in a third, a space with a backing (as an instance's key
            groups with a memory budget), the keys created a tenth at a time, each tenth
-           saved and evicted before the next (as batches do): each evicted value is kept
-           as its plain value (``Residents.compact``) until its next use, and the next
-           tenth's objects reuse the memory the last tenth's freed.
+           saved before the next, its values then kept as plain values
+           (``Residents.compact_values``, as the next batch of an instance does) until
+           their next use, and the next tenth's objects reuse the memory the last tenth's
+           freed.
 
 Freed memory is handed back to the system (``malloc_trim``) before each reading, so a
 reading is what the live objects hold, with what fragmentation leaves.
@@ -121,8 +122,7 @@ class _NoBacking:
 
 def child_between(n: int) -> dict[str, Any]:
     """A value per key in a backed space (as an instance's key groups with a memory
-    budget), saved, then evicted: kept between uses as plain values
-    (``Residents.compact``)."""
+    budget), saved, then kept between uses as plain values (``Residents.compact_values``)."""
     import objectspace as osp
 
     before = rss()
@@ -136,7 +136,7 @@ def child_between(n: int) -> dict[str, Any]:
         store = osp.MemoryStore()
         space.checkpoint(store)
         del store
-        residents.evict(n)
+        residents.compact_values()
     assert len(residents.compact) == n and residents.count() == 0
     return {"between": (rss() - before) / n}
 
@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "after create",
             "after save",
             "after restore",
-            "between uses (evicted to a value)",
+            "between uses (kept as a value)",
         ],
         rows,
     )
