@@ -43,6 +43,19 @@ id, its value and its entry; measured about 130 bytes for a float)."""
 _NONE = object()
 # Values a value object may be kept as between uses: immutable, and without references.
 _PLAIN_VALUES = frozenset({float, int, str, bytes, bool, type(None)})
+# ... of at most this many bytes (``sys.getsizeof``): a float, any int msgpack stores, a str of
+# up to 15 ASCII characters, bytes of up to 31; what :data:`COMPACT_BYTES` counts holds for
+# them. A larger value is evicted whole (the local store keeps it).
+_PLAIN_MAX_BYTES = 64
+
+
+def _plain(obj: PersistedObject) -> bool:
+    """Whether ``obj`` is a value object holding a small plain value (kept as that value
+    between uses)."""
+    if type(obj) is not PersistedValue:
+        return False
+    value = obj._value
+    return type(value) in _PLAIN_VALUES and sys.getsizeof(value) <= _PLAIN_MAX_BYTES
 
 
 class Backing(Protocol):
@@ -79,9 +92,10 @@ class Residents:
     (oldest first: :meth:`ObjectSpace.on_saved` moves the saved ones to the end).
     ``loaded`` counts the objects loaded from the backing so far.
 
-    Between uses, a value object holding a plain value (a float, an int, a str, bytes, a
-    bool, ``None``) leaves memory as that value alone, in :attr:`compact` (id -> value,
-    oldest first): about 130 bytes for a float instead of the object's 210. Its next use
+    Between uses, a value object holding a small plain value (a float, an int, a short str
+    or bytes, a bool, ``None``: at most 64 bytes) leaves memory as that value alone, in
+    :attr:`compact` (id -> value, oldest first): about 145 bytes for a float instead of
+    the object's 207 too. Its next use
     makes the object again from it, without reading the backing (which holds the same
     value: only objects whose edits are acknowledged leave).
     """
@@ -163,7 +177,7 @@ class Residents:
         return len(gone)
 
     def compact_values(self) -> int:
-        """Keep every value object holding a plain value whose edits are acknowledged as
+        """Keep every value object holding a small plain value whose edits are acknowledged as
         that value alone (see the class docstring), whatever the budget: between batches a
         float key costs its id, its value and an entry (about 145 bytes of RSS) instead of
         its object too (about 207). Returns how many left memory this way. A compacted
@@ -171,12 +185,11 @@ class Residents:
         space = self.space
         objects = space._objects
         busy = space._dirty.keys() | space._pending.keys()
-        plain = _PLAIN_VALUES
-        value_type = PersistedValue
+        plain = _plain
         moved = [
             (object_id, obj)
             for object_id, obj in objects.items()
-            if type(obj) is value_type and type(obj._value) in plain and object_id not in busy
+            if plain(obj) and object_id not in busy
         ]
         compact = self.compact
         for object_id, obj in moved:
@@ -203,10 +216,10 @@ class Residents:
             if object_id not in busy:
                 dropped.append((object_id, obj))
         compact = self.compact
-        plain = _PLAIN_VALUES
+        plain = _plain
         for object_id, obj in dropped:
             del objects[object_id]
-            if type(obj) is PersistedValue and type(obj._value) in plain:
+            if plain(obj):
                 compact[object_id] = obj._value
             obj._space = None
         self._absent.clear()

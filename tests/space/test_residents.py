@@ -144,3 +144,23 @@ def test_compact_values_keeps_acknowledged_plain_values_as_values() -> None:
     assert restored.get("v0").value == 2.5  # type: ignore[attr-defined]
     assert restored.get("v3").value == b"new"  # type: ignore[attr-defined]
     assert restored.get("v1").value == 7  # type: ignore[attr-defined]
+
+
+def test_large_plain_values_are_not_kept_as_values() -> None:
+    """A value's bytes between uses are counted as COMPACT_BYTES: only small ones qualify,
+    a large str or bytes leaves memory whole (the backing keeps it)."""
+    space, store = _space()
+    large: list[Any] = ["x" * 1000, b"y" * 1000]
+    for i, value in enumerate(large):
+        space.create_value(f"big{i}", value)
+    space.create_value("small", "x" * 15)
+    space.checkpoint(store)
+    residents = space.residents
+    assert residents is not None
+    assert residents.compact_values() == 1
+    assert list(residents.compact) == ["small"]
+    assert residents.count() == len(large)
+    assert residents.evict(10) == len(large)
+    assert list(residents.compact) == ["small"]  # evicted whole, not kept as values
+    for i, value in enumerate(large):
+        assert space.get_value(f"big{i}").value == value  # from the backing
