@@ -49,13 +49,15 @@ _PLAIN_VALUES = frozenset({float, int, str, bytes, bool, type(None)})
 _PLAIN_MAX_BYTES = 64
 
 
-def _plain(obj: PersistedObject) -> bool:
-    """Whether ``obj`` is a value object holding a small plain value (kept as that value
-    between uses)."""
+def _plain(obj: PersistedObject) -> Any:
+    """The small plain value ``obj`` holds if it is a value object holding one (kept as
+    that value between uses), else :data:`_NONE`."""
     if type(obj) is not PersistedValue:
-        return False
+        return _NONE
     value = obj._value
-    return type(value) in _PLAIN_VALUES and sys.getsizeof(value) <= _PLAIN_MAX_BYTES
+    if type(value) in _PLAIN_VALUES and sys.getsizeof(value) <= _PLAIN_MAX_BYTES:
+        return value
+    return _NONE
 
 
 class Backing(Protocol):
@@ -187,14 +189,14 @@ class Residents:
         busy = space._dirty.keys() | space._pending.keys()
         plain = _plain
         moved = [
-            (object_id, obj)
+            (object_id, obj, value)
             for object_id, obj in objects.items()
-            if plain(obj) and object_id not in busy
+            if object_id not in busy and (value := plain(obj)) is not _NONE
         ]
         compact = self.compact
-        for object_id, obj in moved:
+        for object_id, obj, value in moved:
             del objects[object_id]
-            compact[object_id] = obj._value
+            compact[object_id] = value
             obj._space = None
         return len(moved)
 
@@ -219,8 +221,9 @@ class Residents:
         plain = _plain
         for object_id, obj in dropped:
             del objects[object_id]
-            if plain(obj):
-                compact[object_id] = obj._value
+            value = plain(obj)
+            if value is not _NONE:
+                compact[object_id] = value
             obj._space = None
         self._absent.clear()
         return len(dropped)
