@@ -99,19 +99,6 @@ class ObjectSpace:
     def serializer(self) -> Serializer:
         return self._serializer
 
-    def discard(self) -> None:
-        """Forget every object at once, for a space no one uses again (a stale instance's).
-        Each object refers to its space: without this, the space and its objects are a
-        cycle that only a collection of the whole heap frees, so a worker that drops an
-        instance would hold its memory until then."""
-        self._objects = {}
-        self._dirty = {}
-        self._pending = {}
-        self._deleted = set()
-        self._pending_deleted = set()
-        if self._residents is not None:
-            self._residents.compact = {}
-
     # -- creating and finding objects ---------------------------------------------------------
 
     def _add(self, obj: _T) -> _T:
@@ -415,3 +402,16 @@ def _explain(
             f"{type(other).__name__} while it was saved"
         ) from other
     raise exc
+
+
+def discard(space: ObjectSpace) -> None:
+    """Forget every object of ``space`` at once, for a space no one uses again (a stale
+    instance's). Each object refers to its space: without this, the space and its objects
+    are a cycle that only a collection of the whole heap frees."""
+    space._objects = {}
+    space._dirty = {}
+    space._pending = {}
+    space._deleted = set()
+    space._pending_deleted = set()
+    if space._residents is not None:
+        space._residents.compact = {}

@@ -83,6 +83,8 @@ def test_a_discarded_instance_is_freed_without_a_collection() -> None:
     collection of the whole heap; discard frees it by reference counting at once."""
     import weakref
 
+    from objectspace.engine.residency import discard
+
     storage = osp.open_storage("memory://discard-gc")
     op = storage.job("j").operator("o", max_key_groups=4)
 
@@ -100,7 +102,7 @@ def test_a_discarded_instance_is_freed_without_a_collection() -> None:
         del kept
         assert all(r() is not None for r in kept_refs)  # a cycle: still held
         gone, gone_refs = made()
-        gone.discard()
+        discard(gone)
         del gone
         assert all(r() is None for r in gone_refs)
     finally:

@@ -356,22 +356,6 @@ class Instance:
         """How many objects the spaces loaded from the local store so far."""
         return sum(s.residents.loaded for s in self._spaces.values() if s.residents is not None)
 
-    def discard(self) -> None:
-        """Drop what the instance holds in memory now (see
-        :meth:`~objectspace.ObjectSpace.discard`): for an instance no one runs again (a
-        stale one, a replay's). Its local store, if any, is the caller's to close."""
-        for space in self._spaces.values():
-            space.discard()
-        self._spaces = {}
-
-    def compact_values(self) -> int:
-        """Keep the value objects holding plain values as those values between batches
-        (:meth:`~objectspace.residents.Residents.compact_values`): only with a local store,
-        only objects whose edits are acknowledged. Returns how many left memory."""
-        return sum(
-            s.residents.compact_values() for s in self._spaces.values() if s.residents is not None
-        )
-
     def evict(self, budget: int) -> int:
         """Drop objects from memory until the estimate of what the spaces hold is at most
         ``budget`` bytes (each key group keeps the same share of its objects, its most

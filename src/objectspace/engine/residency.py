@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from objectspace.checkpoint import Instance, copies
 from objectspace.checkpoint.local import LocalStore
 from objectspace.errors import StorageError
+from objectspace.space import discard as discard_space
 
 if TYPE_CHECKING:
     from objectspace.engine.plan import TaskPlan
@@ -301,12 +302,12 @@ class Residency:
                 stats.cached = True
                 # The edits just acknowledged: their plain values leave memory as values,
                 # then what still exceeds the budget goes.
-                kept.compact_values()
+                compact_values(kept)
                 stats.objects_evicted += self._fit(key)
                 del self.instances[key]
                 return kept
             del self.instances[key]
-            kept.discard()  # stale: another process ran it since, or its save was lost
+            discard(kept)  # stale: another process ran it since, or its save was lost
             if local is not None:
                 if local.locked:
                     store = local
@@ -324,7 +325,7 @@ class Residency:
         if plan.replay:
             if instance.local is not None:
                 instance.local.close()
-            instance.discard()
+            discard(instance)
             return
         self.instances[key] = instance
         stats.objects_evicted += self._fit(key)
@@ -404,8 +405,23 @@ class Residency:
         for instance in self.instances.values():
             if instance.local is not None:
                 instance.local.close()
-            instance.discard()
+            discard(instance)
         self.instances.clear()
         for path in self._private:
             shutil.rmtree(path, ignore_errors=True)
         self._private.clear()
+
+
+def discard(instance: Instance) -> None:
+    """Drop what ``instance`` holds in memory now (:func:`objectspace.space.discard`): for
+    an instance no one runs again (a stale one, a replay's). Its local store, if any, is
+    the caller's to close."""
+    for space in instance.loaded().values():
+        discard_space(space)
+
+
+def compact_values(instance: Instance) -> int:
+    """Keep ``instance``'s value objects holding small plain values whose edits are
+    acknowledged as those values (:meth:`~objectspace.residents.Residents.compact_values`)."""
+    spaces = instance.loaded().values()
+    return sum(s.residents.compact_values() for s in spaces if s.residents is not None)

@@ -29,7 +29,7 @@ from objectspace.engine.columns import (
 )
 from objectspace.engine.driver import BatchDriver
 from objectspace.engine.plan import INLINE_STATE_BYTES, StatefulFunction, TaskPlan
-from objectspace.engine.residency import Residency, parse_bytes
+from objectspace.engine.residency import Residency, discard, parse_bytes
 from objectspace.engine.routing import route_rows
 from objectspace.engine.stats import BatchStats, TaskStats, finish_task
 from objectspace.engine.task import Row, group_rows, run_instance
@@ -290,6 +290,6 @@ def _run_task(
     if residency is not None:
         residency.keep(plan, index, instance, stats)
     else:
-        instance.discard()  # restored afresh next batch: freed now, not by a collection
+        discard(instance)  # restored afresh next batch: freed now, not by a collection
     finish_task(stats, started)
     return produced, receipt, stats

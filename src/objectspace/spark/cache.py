@@ -17,6 +17,7 @@ from typing import Any
 
 from objectspace.checkpoint import Instance
 from objectspace.engine import Residency
+from objectspace.engine.residency import discard
 
 __all__ = ["WORKER", "CacheKey", "InstanceCache"]
 
@@ -182,7 +183,7 @@ class InstanceCache:
     def clear(self) -> None:
         """Forget every kept instance and streak (and close the local stores)."""
         for instance in self.instances.values():
-            instance.discard()
+            discard(instance)
         self.instances.clear()
         self.streaks.clear()
         if self.residency is not None:

@@ -35,6 +35,7 @@ from objectspace.engine import (
     run_instance,
     takes_columns,
 )
+from objectspace.engine.residency import discard
 from objectspace.errors import ObjectSpaceError
 from objectspace.keygroups import KeyGroups
 from objectspace.spark import cache
@@ -100,7 +101,7 @@ class _InstanceTask:
         plan = self.plan
         instance = cache.WORKER.take(self._cache_key(index)) if plan.use_cache else None
         if instance is not None and not adopt(plan, instance):
-            instance.discard()  # stale: freed now, not by a collection of the whole heap
+            discard(instance)  # stale: freed now, not by a collection of the whole heap
             instance = None
         if instance is None and self.use_snapshots:
             instance = self._adopt_snapshot(plan.operator(), index)
