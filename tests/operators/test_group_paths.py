@@ -4,6 +4,7 @@ same committed state (entries, timers) after every batch."""
 
 from __future__ import annotations
 
+import gc
 import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,8 +12,11 @@ from typing import Any
 import pytest
 
 from objectspace import operators as ops
-from objectspace.collections import PersistedSortedDict, PersistedSortedSet
-from objectspace.keyed import KeyState
+from objectspace.collections import PersistedSortedDict, PersistedSortedSet, _impl, untrack
+from objectspace.keyed import KeyRef, KeyState, shared_dict
+from objectspace.keyed.clock import Clock
+from objectspace.keyed.timers import _timer_index
+from objectspace.space import ObjectSpace
 from objectspace.testing import simulate
 
 Row = dict[str, Any]
@@ -105,3 +109,37 @@ def test_session_window_by_key_group_equals_key_by_key(seed: int, aggs: tuple[st
     assert sum(map(len, fast.outputs)) > 20
     assert committed(fast) == committed(slow)
     assert [s.timers_fired for s in fast.stats] == [s.timers_fired for s in slow.stats]
+
+
+def test_session_state_and_timers_are_left_out_of_the_collector() -> None:
+    """With the C extension, what session_window keeps between batches (each session's
+    stored entry, each key's timer dict and timer entries) and the columns a task hands
+    it are untracked by the cyclic collector: full collections do not walk a state of
+    millions of them, and a batch's new entries do not count towards the next one."""
+    if _impl.IMPLEMENTATION != "c":
+        pytest.skip("the pure-Python build tracks every container")
+    op = ops.session_window("10 seconds", value="v", aggs=("count", "sum"))
+    space = ObjectSpace()
+    clock = Clock("event", watermark=0, event_time="ts")
+    times = [untrack([1_000, 2_000]), untrack([5_000])]
+    values = [untrack([1.0, 2.0]), untrack([3.0])]
+    keys = [(f"{k}/", k, (times[k], values[k])) for k in range(2)]
+    op.run_columns(space, keys, clock)  # type: ignore[attr-defined]
+    sessions = shared_dict(KeyRef(space, ""), "session_window")[0]
+    assert sorted(sessions.items()) == [
+        (("0/", 1_000), [11_000, 2, 3.0]),
+        (("1/", 5_000), [10_000, 1, 3.0]),
+    ]
+    assert not any(map(gc.is_tracked, sessions._data.values()))
+    index = _timer_index(space, False)
+    assert index is not None and sorted(index.by_prefix) == ["0/", "1/"]
+    for whens in index.by_prefix.values():
+        assert not gc.is_tracked(whens)
+        assert not any(map(gc.is_tracked, whens.values()))
+    # a session that grows keeps its entry untracked; a tracked one would show here
+    op.run_columns(space, [("0/", 0, (untrack([3_000]), untrack([4.0])))], clock)  # type: ignore[attr-defined]
+    assert sessions[("0/", 1_000)] == [12_000, 3, 7.0]
+    assert not any(map(gc.is_tracked, sessions._data.values()))
+    fired, out = op.fire_group(space, 15_000, Clock("event", watermark=15_000, event_time="ts"))  # type: ignore[attr-defined]
+    assert fired == 2 and [key for key, _ in out] == [0, 1]
+    assert len(sessions) == 0

@@ -8,6 +8,7 @@ entry point, with the driver's marker rows."""
 
 from __future__ import annotations
 
+import gc
 import random
 import secrets
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from objectspace import operators as ops
 from objectspace.checkpoint import open_storage
+from objectspace.collections import _impl
 from objectspace.engine import (
     INSTANCE_COLUMN,
     KEY_GROUP_COLUMN,
@@ -242,6 +244,8 @@ def test_ties_and_nulls_take_the_rows_order() -> None:
     assert grouped.groups[(0, 7)] == ([5, 5, 5], [-1e16, 1.0, 1e16])
     assert grouped.groups[(0, 8)] == ([6], [2.0])
     assert grouped.groups[(1, 9)] == ([1, 2], [3.0, 4.0])
+    if _impl.IMPLEMENTATION == "c":  # a key's columns are left out of the cyclic collector
+        assert not any(map(gc.is_tracked, grouped.groups[(0, 8)]))
     assert asked == [[0, 1, 2, 4, 5]]  # the dropped row is not asked for
     assert grouped.touched == {0, 1}
     assert (stats.rows_in, stats.keys, stats.rows_bad_time, stats.max_event_time) == (6, 3, 1, 6)

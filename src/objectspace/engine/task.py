@@ -19,6 +19,7 @@ from itertools import accumulate, compress, groupby, pairwise
 from typing import Any
 
 from objectspace.checkpoint import Instance, Receipt
+from objectspace.collections import untrack
 from objectspace.collector import fewer_collections
 from objectspace.engine.columns import RECEIPT_COLUMN
 from objectspace.engine.plan import TaskPlan
@@ -223,6 +224,10 @@ def group_columns(
             done += stop - start
     first = wanted[0]
     second = wanted[1] if len(wanted) == 2 else None
+    # A key's columns are lists of the rows' values that run_columns reads and never
+    # changes: they can be in no cycle, so the cyclic collector is told to leave them
+    # alone (a batch's columns then neither slow its young collections nor, promoted,
+    # bring the next full collection of the whole state closer).
     for start, stop in pairwise(bounds):
         if start == stop:
             continue
@@ -232,11 +237,11 @@ def group_columns(
             order_rows(rows, plan.order_columns)
             groups[at] = tuple([row[c] for row in rows] for c in needs)
         elif second is not None:  # the common case (time and value), without a generator
-            groups[at] = (first[start:stop], second[start:stop])
+            groups[at] = (untrack(first[start:stop]), untrack(second[start:stop]))
         elif len(wanted) == 1:
-            groups[at] = (first[start:stop],)
+            groups[at] = (untrack(first[start:stop]),)
         else:
-            groups[at] = tuple(c[start:stop] for c in wanted)
+            groups[at] = tuple(untrack(c[start:stop]) for c in wanted)
     stats.keys = len(groups)
     return KeyColumns(groups, touched)
 

@@ -50,7 +50,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
 
-from objectspace.collections import PersistedSortedSet
+from objectspace.collections import PersistedSortedSet, untrack
 from objectspace.errors import ObjectSpaceError, TimeError
 from objectspace.keyed.clock import MAX_MS, MIN_MS, from_ms, to_ms
 from objectspace.space import ObjectSpace
@@ -179,12 +179,14 @@ class _TimerIndex:
         self.nested: dict[str, set[str]] = {}
 
     def add(self, entry: tuple[Any, ...]) -> None:
-        """Index the due index's ``entry`` (a timer)."""
+        """Index the due index's ``entry`` (a timer). The entry (its time, tag, prefix,
+        key and names, all made before it) can be in no cycle: untracked by the cyclic
+        collector, it leaves its key's dict of timers untracked too."""
         prefix = entry[2]
         whens = self.by_prefix.get(prefix)
         if whens is None:
             whens = self.by_prefix[prefix] = {}
-        whens[entry[0]] = entry
+        whens[entry[0]] = untrack(entry)
         if len(entry) > 4 and entry[4]:  # a nested namespace's: note it under its key's root
             root = prefix[: prefix.find("/") + 1]
             if root != prefix:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
-from objectspace.collections import PersistedSortedDict
+from objectspace.collections import PersistedSortedDict, untrack
 from objectspace.keyed import Clock, KeyRef, KeyState, Timers, expired_timers, from_ms, shared_dict
 from objectspace.operators._base import (
     KeyedOperator,
@@ -487,10 +487,13 @@ def _ascending(times: list[int]) -> bool:
 
 def _stored(entry: list[Any], start: int, short: bool) -> list[Any]:
     """What the shared dict keeps of session ``entry`` (start -> [end, count, sum, min,
-    max]): ``[end - start, count, sum]``, with ``min, max`` unless ``short``."""
+    max]): ``[end - start, count, sum]``, with ``min, max`` unless ``short``. Untracked by
+    the cyclic collector: the list holds numbers and is never changed in place (a change
+    stores a new list), so it can be in no cycle, and a state of millions of sessions
+    is not walked by every full collection."""
     if short:
-        return [entry[0] - start, entry[1], entry[2]]
-    return [entry[0] - start, *entry[1:]]
+        return untrack([entry[0] - start, entry[1], entry[2]])
+    return untrack([entry[0] - start, *entry[1:]])
 
 
 def session_window(
