@@ -357,6 +357,20 @@ def test_a_flat_tuple_key_keeps_its_stored_bytes() -> None:
     assert serializer.dumps((1.5, True, None)) == b"\xc7\x0b\x01\xcb?\xf8" + bytes(6) + b"\xc3\xc0"
 
 
+def test_a_save_encodes_flat_tuple_keys_of_every_length_as_encode_key_does() -> None:
+    """A save packs a short tuple key's elements in one call (an array's bytes without its
+    header) and a long one's one by one: the stored bytes are encode_key's either way."""
+    serializer = osp.MsgpackSerializer()
+    raw = serializer.raw_encode_key
+    parts: list[Any] = ["0/", 1700000000000, -1, b"\x00b", None, "é" * 40, 2**63, -(2**63)]
+    for n in range(0, 21):
+        key = tuple(parts[i % len(parts)] for i in range(n))
+        assert raw(key) == serializer.encode_key(key), n
+    big = ("k", 2**64)  # beyond msgpack's ints: the general path's encoding
+    assert raw(big) == serializer.encode_key(big)
+    assert raw((1, 2)) == serializer.encode_key((1, 2))  # the packers reset after the error
+
+
 @settings(max_examples=200, deadline=None)
 @given(RECURSIVE)
 def test_msgpack_round_trips_recursive_values(value: Any) -> None:

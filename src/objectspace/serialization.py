@@ -184,12 +184,18 @@ class MsgpackSerializer(Serializer):
         # save that asked for it, in this thread.
         canonical = self._canonical_dumps
         pack = self._inner_pack()
+        pack_array = self._array_pack()
         plain = PLAIN_KEY_TYPES
 
         def encode(key: Any) -> tuple[bytes, bool]:
             if type(key) is tuple and plain.issuperset(map(type, key)):
                 try:
-                    body = b"".join(map(pack, key))
+                    if len(key) < 16:
+                        # The elements packed in one call: a fixarray's bytes after its
+                        # one-byte header (exact plain types pack alike either way).
+                        body = pack_array(key)[1:]
+                    else:
+                        body = b"".join(map(pack, key))
                 except OverflowError:  # an int beyond 64 bits: the general path's encoding
                     return _encode_key(key, canonical)
                 n = len(body)
@@ -209,6 +215,16 @@ class MsgpackSerializer(Serializer):
             pack = self._local.inner = msgpack.Packer(
                 use_bin_type=True, strict_types=True, autoreset=True
             ).pack
+        return pack
+
+    def _array_pack(self) -> Callable[[Any], bytes]:
+        """The calling thread's packer of a tuple of :data:`PLAIN_KEY_TYPES` values as a
+        msgpack array (without ``strict_types``, which packs a tuple through the default
+        hook; the values' exact types pack as under it)."""
+        try:
+            pack: Callable[[Any], bytes] = self._local.array
+        except AttributeError:
+            pack = self._local.array = msgpack.Packer(use_bin_type=True, autoreset=True).pack
         return pack
 
     def __getstate__(self) -> dict[str, Any]:
