@@ -287,6 +287,40 @@ def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.Monke
     assert blocks.block_heads(changes) == [f"state/item/{i}" for i in range(6)]
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Beyond the caches' bound, names are split and folders matched uncached in C-level
+    passes: the same splits, templates and blocks as name by name (plain folders among
+    numbered ones, leading zeros, 19 digits, non-ASCII digits, NULs, several numbers)."""
+    rng = random.Random(seed)
+    folders = [f"state/item/{rng.randrange(10**6)}/sessions" for _ in range(40)]
+    folders += ["state", "state/item/#time/due", "state/item/007/x", "a/1234567890123456789/b"]
+    folders += ["state/item/\u0663\u0664/v", "s/12/t/34", "0", "x9"]
+    if seed == 0:  # a NUL: matched name by name
+        folders.append("state/item/5\x00/v")
+    if seed == 1:  # every folder numbered by one template (the common case)
+        folders = [f for f in folders if f.startswith("state/item/") and f[11:12].isdigit()]
+        folders = [f for f in folders if "\x00" not in f and not f.startswith("state/item/0")]
+    changes = {
+        f"{folder}/{tail}": TableChanges(rows={b"%d" % i: b"\x01\x02"})
+        for i, folder in enumerate(folders)
+        for tail in ("items", "metadata")
+    }
+    monkeypatch.setattr(names, "_SPLITS", {})
+    monkeypatch.setattr(names, "_NUMBERS", {})
+    cached = blocks.encode_block(changes, False, compact=True)
+    split = names._splits(changes)
+    templates = names._name_templates(folders)
+    monkeypatch.setattr(names, "_SPLITS_MAX", 4)  # every call now beyond the bound
+    assert names._splits(changes) == split
+    assert names._numbered_all(folders) == [names._numbered(f) for f in folders]
+    assert names._name_templates(folders) == templates
+    assert blocks.encode_block(changes, False, compact=True) == cached
+    assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
+
+
 @pytest.mark.parametrize("dict_id", [1, 63, 64, 300])
 def test_a_trained_dictionary_id_below_64_is_named_by_the_kind_byte(dict_id: int) -> None:
     payloads = [

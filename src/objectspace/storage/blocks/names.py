@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import accumulate
-from operator import itemgetter
+from itertools import accumulate, compress, repeat
+from operator import itemgetter, methodcaller
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -21,6 +21,7 @@ __all__ = ["block_heads", "path_component"]
 
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
+_THIRD = itemgetter(2)
 
 
 def path_component(name: str) -> str:
@@ -47,6 +48,10 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     last one (an object's tables keep their names), so the splits of up to
     :data:`_SPLITS_MAX` names are kept: found in one C-level pass."""
     names = list(names)
+    if len(names) > _SPLITS_MAX:
+        # More names than are kept (a save of many objects): split in C-level passes.
+        parts = list(map(str.rpartition, names, repeat("/")))
+        return list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
     found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
     if None not in found:
         return found  # type: ignore[return-value]
@@ -82,6 +87,30 @@ def _numbered(folder: str) -> tuple[str, int] | tuple[()]:
     return found
 
 
+# the pattern of _NUMBERED with an empty suffix group where it has none
+_NUMBERED_ALL = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*|)\Z", re.DOTALL)
+_GROUPS = methodcaller("group", 1, 2, 3)
+_AROUND = itemgetter(0, 2)
+
+
+def _numbered_all(folders: Sequence[str]) -> list[tuple[str, int] | tuple[()]]:
+    """:func:`_numbered` of each of ``folders``, uncached, in C-level passes (but for
+    placing the numbered ones among plain ones)."""
+    if "\x00" in "".join(folders):
+        return [_PLAIN if "\x00" in f else _numbered(f) for f in folders]
+    matches = list(map(_NUMBERED_ALL.match, folders))
+    numbered = list(map(bool, matches))
+    parts = list(map(_GROUPS, compress(matches, numbered)))
+    templates = map("\x00".join, map(_AROUND, parts))
+    pairs = list(zip(templates, map(int, map(_SECOND, parts)), strict=True))
+    if len(pairs) == len(folders):
+        return pairs  # type: ignore[return-value]
+    found: list[tuple[str, int] | tuple[()]] = [_PLAIN] * len(folders)
+    for i, pair in zip(compress(range(len(folders)), numbered), pairs, strict=True):
+        found[i] = pair
+    return found
+
+
 def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[list[Any]]] | None:
     """Folders that differ by their first decimal number only (a key's objects with integer
     keys: ``state/item/17/buf``, ``state/item/203/buf``) as templates: the new order of
@@ -90,9 +119,13 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     delta-encoded as unsigned LEB128 varints. ``None`` when no two folders share a
     template. The numbers cost a byte or two each where the names cost what zstd makes of
     their digits and the repeated text."""
-    found = list(map(_NUMBERS.get, folders))
-    if None in found:
-        found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
+    found: list[tuple[str, int] | tuple[()] | None]
+    if len(folders) > _SPLITS_MAX:
+        found = _numbered_all(folders)  # type: ignore[assignment]  # more than are kept
+    else:
+        found = list(map(_NUMBERS.get, folders))
+        if None in found:
+            found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
     if _PLAIN not in found:
         # The common case in C-level passes: every folder numbered, by one template.
         pairs = cast("list[tuple[str, int]]", found)
