@@ -291,9 +291,10 @@ def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.Monke
 def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
-    """Beyond the caches' bound, names are split and folders matched uncached in C-level
-    passes: the same splits, templates and blocks as name by name (plain folders among
-    numbered ones, leading zeros, 19 digits, non-ASCII digits, NULs, several numbers)."""
+    """Names are split and folders matched in C-level passes, kept when within the caches'
+    bound and not beyond: the splits and matches are those of one name at a time, and the
+    blocks the same either way (plain folders among numbered ones, leading zeros, 19
+    digits, non-ASCII digits, NULs, several numbers)."""
     rng = random.Random(seed)
     folders = [f"state/item/{rng.randrange(10**6)}/sessions" for _ in range(40)]
     folders += ["state", "state/item/#time/due", "state/item/007/x", "a/1234567890123456789/b"]
@@ -311,13 +312,19 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     monkeypatch.setattr(names, "_SPLITS", {})
     monkeypatch.setattr(names, "_NUMBERS", {})
     cached = blocks.encode_block(changes, False, compact=True)
+    assert len(names._SPLITS) == len(changes) and len(names._NUMBERS) == len(folders)
     split = names._splits(changes)
+    assert split == [(n.rpartition("/")[0], n.rpartition("/")[2]) for n in changes]
+    assert sorted(blocks.decode_block(cached[0], "b")[1]) == sorted(
+        (name, key, value) for name, change in changes.items() for key, value in change.rows.items()
+    )
     templates = names._name_templates(folders)
     monkeypatch.setattr(names, "_SPLITS_MAX", 4)  # every call now beyond the bound
     assert names._splits(changes) == split
     assert names._numbered_all(folders) == [names._numbered(f) for f in folders]
     assert names._name_templates(folders) == templates
     assert blocks.encode_block(changes, False, compact=True) == cached
+    assert len(names._SPLITS) == len(changes)  # beyond the bound: nothing more kept
     assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
 
 

@@ -46,25 +46,22 @@ _SPLITS_MAX = 1 << 14
 def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     """Each table name's (folder, last component). A save names the same tables as the
     last one (an object's tables keep their names), so the splits of up to
-    :data:`_SPLITS_MAX` names are kept: found in one C-level pass."""
+    :data:`_SPLITS_MAX` names are kept: found in one C-level pass. A call that misses any
+    splits every name in C-level passes and keeps them (dropping the kept ones first when
+    they would exceed the bound: a save of more names than that, or saves of several key
+    groups that do together, split every time, at about the cost of a lookup)."""
     names = list(names)
-    if len(names) > _SPLITS_MAX:
-        # More names than are kept (a save of many objects): split in C-level passes.
-        parts = list(map(str.rpartition, names, repeat("/")))
-        return list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
-    found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
-    if None not in found:
-        return found  # type: ignore[return-value]
-    keep = len(names) <= _SPLITS_MAX
-    if keep and len(_SPLITS) + len(names) > _SPLITS_MAX:
-        _SPLITS.clear()
-    for i, name in enumerate(names):
-        if found[i] is None:
-            head, _, tail = name.rpartition("/")
-            found[i] = (head, tail)
-            if keep:
-                _SPLITS[name] = (head, tail)
-    return found  # type: ignore[return-value]
+    if len(names) <= _SPLITS_MAX:
+        found = list(map(_SPLITS.get, names))
+        if None not in found:
+            return found  # type: ignore[return-value]
+    parts = list(map(str.rpartition, names, repeat("/")))
+    split = list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
+    if len(names) <= _SPLITS_MAX:
+        if len(_SPLITS) + len(names) > _SPLITS_MAX:
+            _SPLITS.clear()
+        _SPLITS.update(zip(names, split, strict=True))
+    return split
 
 
 # a folder name around its first decimal number (no leading zero, at most 18 digits)
@@ -120,12 +117,13 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     template. The numbers cost a byte or two each where the names cost what zstd makes of
     their digits and the repeated text."""
     found: list[tuple[str, int] | tuple[()] | None]
-    if len(folders) > _SPLITS_MAX:
-        found = _numbered_all(folders)  # type: ignore[assignment]  # more than are kept
-    else:
-        found = list(map(_NUMBERS.get, folders))
-        if None in found:
-            found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
+    found = list(map(_NUMBERS.get, folders)) if len(folders) <= _SPLITS_MAX else [None]
+    if None in found:  # as _splits keeps splits, matched in C-level passes and kept
+        found = _numbered_all(folders)  # type: ignore[assignment]
+        if len(folders) <= _SPLITS_MAX:
+            if len(_NUMBERS) + len(folders) > _SPLITS_MAX:
+                _NUMBERS.clear()
+            _NUMBERS.update(zip(folders, found, strict=True))  # type: ignore[arg-type]
     if _PLAIN not in found:
         # The common case in C-level passes: every folder numbered, by one template.
         pairs = cast("list[tuple[str, int]]", found)
