@@ -15,6 +15,7 @@ import pytest
 from objectspace import operators as ops
 from objectspace.errors import TimeError
 from objectspace.keyed import DUE_ID, Clock, KeyState, due_timers, earliest, parse_duration
+from objectspace.keyed.clock import MAX_MS, MIN_MS, from_ms, to_ms
 from objectspace.keyed.timers import TIMERS_ID
 from objectspace.space import ObjectSpace
 from objectspace.testing import simulate
@@ -521,3 +522,13 @@ def test_fired_timers_leave_the_due_index_at_once_unless_registered_again():
     space.get_sorted_set(DUE_ID).add((5, "e", "x"))
     assert [(w, k) for w, _, k, _ in expired_timers(space, 50)] == [(10, "a")]
     assert list(space.get_sorted_set(DUE_ID)) == [(5, "e", "x")]
+
+
+def test_epoch_ms_become_the_exact_datetime_across_the_datetimes() -> None:
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for ms in (MIN_MS, MIN_MS + 1, -86_400_001, -1, 0, 1, 999, 1_767_226_404_123, MAX_MS):
+        assert from_ms(ms) == epoch + timedelta(milliseconds=ms)
+        assert to_ms(from_ms(ms), "t") == ms
+    for ms in (MIN_MS - 1, MAX_MS + 1):
+        with pytest.raises(TimeError, match="outside the datetimes"):
+            from_ms(ms)

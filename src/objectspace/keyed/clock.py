@@ -125,7 +125,7 @@ def from_ms(ms: int) -> datetime:
     """Epoch milliseconds as an aware UTC datetime; :class:`TimeError` outside
     :data:`MIN_MS` .. :data:`MAX_MS`."""
     try:
-        return EPOCH + timedelta(milliseconds=ms)
+        return EPOCH + timedelta(0, 0, 0, ms)  # (days, seconds, microseconds, milliseconds)
     except OverflowError:
         raise TimeError(
             f"{ms} epoch ms is outside the datetimes (years 1 to 9999): it has no datetime"
