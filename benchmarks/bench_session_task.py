@@ -8,7 +8,7 @@ process CPU time of the tasks alone (``time.process_time``, summed over the batc
 the median of ``--repeat`` runs, with the tasks' own restore / process / save split::
 
     .venv/bin/python -m benchmarks.bench_session_task [--users N] [--batches N]
-        [--repeat N] [--storage sqlite|segments|memory] [--profile FILE] [--function]
+        [--repeat N] [--storage sqlite|segments|memory] [--profile FILE] [--function] [--gc]
 
 It checks the sessions it emits against ``bench_sessions``' plain Python reference.
 """
@@ -58,12 +58,43 @@ def _output_schema() -> Any:
     )
 
 
+class CollectorTimes:
+    """The cyclic collector's collections while :attr:`active` (``gc.callbacks``): per
+    generation, how many and their seconds (``--gc``: inside the tasks only)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.counts = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if not self.active:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            generation = info["generation"]
+            self.counts[generation] += 1
+            self.seconds[generation] += time.perf_counter() - self._started
+
+    def line(self) -> str:
+        parts = [
+            f"{name} {n} x {s:.2f} s"
+            for name, n, s in zip(
+                ("young", "middle", "full"), self.counts, self.seconds, strict=True
+            )
+        ]
+        return f"collector in the tasks {sum(self.seconds):.2f} s ({', '.join(parts)})"
+
+
 def run_once(
     batches: list[Any],
     url: str,
     profile: cProfile.Profile | None,
     function: bool = False,
     processes: int = 1,
+    collector: CollectorTimes | None = None,
 ) -> dict[str, Any]:
     """One run of every batch; the CPU seconds of the tasks and what they emitted."""
     import pyarrow as pa
@@ -123,7 +154,11 @@ def run_once(
             profile.enable()
         t0 = time.process_time()
         w0 = time.perf_counter()
+        if collector is not None:
+            collector.active = True
         result = list(task.run_partition(iter(record_batches)))
+        if collector is not None:
+            collector.active = False
         wall += time.perf_counter() - w0
         cpu += time.process_time() - t0
         if profile is not None:
@@ -175,7 +210,14 @@ def main() -> None:
         help="run the instances in this many processes (the task and its helpers; the CPU "
         "figure is then the task's own, the wall figure counts)",
     )
+    parser.add_argument(
+        "--gc",
+        action="store_true",
+        help="time the cyclic collector's collections inside the tasks (gc.callbacks)",
+    )
     args = parser.parse_args()
+    import gc
+
     import objectspace
 
     print("objectspace from", os.path.dirname(objectspace.__file__))
@@ -200,7 +242,14 @@ def main() -> None:
                 url = f"file://{folder}/seg?" + urlencode({"catalog": f"sqlite:///{folder}/cat.db"})
             else:
                 url = f"memory://bench-session-task-{i}-{secrets.token_hex(4)}"
-            res = run_once(batches, url, profile, args.function, args.processes)
+            collector = CollectorTimes() if args.gc else None
+            if collector is not None:
+                gc.callbacks.append(collector)
+            try:
+                res = run_once(batches, url, profile, args.function, args.processes, collector)
+            finally:
+                if collector is not None:
+                    gc.callbacks.remove(collector)
             if res["sessions"] != expected:
                 raise SystemExit(
                     f"run {i}: {len(res['sessions'])} sessions, "
@@ -212,6 +261,8 @@ def main() -> None:
                 f"process {split['process']:.3f} / save {split['save']:.3f} s wall)",
                 flush=True,
             )
+            if collector is not None:
+                print(f"run {i}: {collector.line()}", flush=True)
             runs.append(res)
         cpus = [r["cpu"] for r in runs]
         walls = [r["wall"] for r in runs]
