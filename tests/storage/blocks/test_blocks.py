@@ -328,6 +328,21 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
 
 
+def test_a_few_new_names_are_split_one_by_one_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(names, "_SPLITS", {})
+    monkeypatch.setattr(names, "_SPLITS_MAX", 20)
+    tables = [f"state/item/{i}/items" for i in range(16)]
+    assert names._splits(tables) == [(t[:-6], "items") for t in tables]
+    kept = dict(names._SPLITS)
+    more = [*tables, "state/item/new/values"]  # one missing of 17: split alone
+    assert names._splits(more)[-1] == ("state/item/new", "values")
+    assert {**kept, "state/item/new/values": ("state/item/new", "values")} == names._SPLITS
+    assert all(names._SPLITS[t] is kept[t] for t in tables)  # the others not split again
+    fresh = [f"a/{i}/b" for i in range(5)]  # 17 + 5 > 20: dropped first, then kept
+    assert names._splits(fresh) == [(f"a/{i}", "b") for i in range(5)]
+    assert sorted(names._SPLITS) == sorted(fresh)
+
+
 @pytest.mark.parametrize("dict_id", [1, 63, 64, 300])
 def test_a_trained_dictionary_id_below_64_is_named_by_the_kind_byte(dict_id: int) -> None:
     payloads = [

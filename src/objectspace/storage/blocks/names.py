@@ -46,22 +46,37 @@ _SPLITS_MAX = 1 << 14
 def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     """Each table name's (folder, last component). A save names the same tables as the
     last one (an object's tables keep their names), so the splits of up to
-    :data:`_SPLITS_MAX` names are kept: found in one C-level pass. A call that misses any
-    splits every name in C-level passes and keeps them (dropping the kept ones first when
-    they would exceed the bound: a save of more names than that, or saves of several key
-    groups that do together, split every time, at about the cost of a lookup)."""
+    :data:`_SPLITS_MAX` names are kept: found in one C-level pass. A few names missing
+    are split one by one; more (a first save, a save of more names than are kept, or
+    saves of several key groups that are together) are split all at once in C-level
+    passes, and kept unless beyond the bound (the kept ones are dropped first when they
+    would exceed it)."""
     names = list(names)
-    if len(names) <= _SPLITS_MAX:
-        found = list(map(_SPLITS.get, names))
-        if None not in found:
+    fits = len(names) <= _SPLITS_MAX
+    if fits:
+        found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
+        misses = found.count(None)
+        if not misses:
+            return found  # type: ignore[return-value]
+        if misses * _FEW < len(names):
+            if len(_SPLITS) + misses > _SPLITS_MAX:
+                _SPLITS.clear()
+            for i, name in enumerate(names):
+                if found[i] is None:
+                    head, _, tail = name.rpartition("/")
+                    found[i] = _SPLITS[name] = (head, tail)
             return found  # type: ignore[return-value]
     parts = list(map(str.rpartition, names, repeat("/")))
     split = list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
-    if len(names) <= _SPLITS_MAX:
+    if fits:
         if len(_SPLITS) + len(names) > _SPLITS_MAX:
             _SPLITS.clear()
         _SPLITS.update(zip(names, split, strict=True))
     return split
+
+
+# A lookup missing fewer than one name in _FEW fills the misses one by one.
+_FEW = 8
 
 
 # a folder name around its first decimal number (no leading zero, at most 18 digits)
@@ -117,10 +132,14 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     template. The numbers cost a byte or two each where the names cost what zstd makes of
     their digits and the repeated text."""
     found: list[tuple[str, int] | tuple[()] | None]
-    found = list(map(_NUMBERS.get, folders)) if len(folders) <= _SPLITS_MAX else [None]
-    if None in found:  # as _splits keeps splits, matched in C-level passes and kept
+    fits = len(folders) <= _SPLITS_MAX
+    found = list(map(_NUMBERS.get, folders)) if fits else [None]
+    misses = found.count(None)
+    if misses and fits and misses * _FEW < len(folders):  # a few: one by one (kept)
+        found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
+    elif misses:  # as _splits does: in C-level passes, kept unless beyond the bound
         found = _numbered_all(folders)  # type: ignore[assignment]
-        if len(folders) <= _SPLITS_MAX:
+        if fits:
             if len(_NUMBERS) + len(folders) > _SPLITS_MAX:
                 _NUMBERS.clear()
             _NUMBERS.update(zip(folders, found, strict=True))  # type: ignore[arg-type]
