@@ -183,13 +183,12 @@ class KeyState(KeyRef):
 
     def _get(self, name: str, cls: type[_T], create: Any) -> _T:
         object_id = self.prefix + _escape(name)
-        space = self.space
-        if object_id in space:
-            obj = space.get(object_id)
-            if type(obj) is not cls:
-                return space.get_as(object_id, cls)  # raises WrongKindError
-            return obj
-        return create(object_id)  # type: ignore[no-any-return]
+        obj = self.space.find(object_id)  # one lookup (with a backing: loaded if kept)
+        if obj is None:
+            return create(object_id)  # type: ignore[no-any-return]
+        if type(obj) is not cls:
+            return self.space.get_as(object_id, cls)  # raises WrongKindError
+        return obj
 
     def value(self, name: str, default: Any = None, ttl: Any = None) -> PersistedValue:
         """A persisted single value, created holding ``default``. With ``ttl`` (a
