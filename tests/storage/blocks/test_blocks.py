@@ -287,7 +287,7 @@ def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.Monke
     assert blocks.block_heads(changes) == [f"state/item/{i}" for i in range(6)]
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
@@ -301,6 +301,10 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     folders += ["state/item/\u0663\u0664/v", "s/12/t/34", "0", "x9"]
     if seed == 0:  # a NUL: matched name by name
         folders.append("state/item/5\x00/v")
+    if seed == 3:  # the numbered folders by one template, and plain ones (a key group's)
+        folders = [f for f in folders if f.startswith("state/item/") and f[11:12].isdigit()]
+        folders = [f for f in folders if not f.startswith("state/item/0")]
+        folders[5:5] = ["state", "state/item/#time/due", "x"]
     if seed == 1:  # every folder numbered by one template (the common case)
         folders = [f for f in folders if f.startswith("state/item/") and f[11:12].isdigit()]
         folders = [f for f in folders if "\x00" not in f and not f.startswith("state/item/0")]
@@ -319,6 +323,7 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
         (name, key, value) for name, change in changes.items() for key, value in change.rows.items()
     )
     templates = names._name_templates(folders)
+    assert templates == _templates_by_definition(folders)
     monkeypatch.setattr(names, "_SPLITS_MAX", 4)  # every call now beyond the bound
     assert names._splits(changes) == split
     assert names._numbered_all(folders) == [names._numbered(f) for f in folders]
@@ -326,6 +331,27 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     assert blocks.encode_block(changes, False, compact=True) == cached
     assert len(names._SPLITS) == len(changes)  # beyond the bound: nothing more kept
     assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
+
+
+def _templates_by_definition(folders: list[str]) -> Any:
+    """What names._name_templates gives, from its definition: the folders a template
+    shares with no other as they come, then each shared template's folders by number."""
+    found = [names._numbered(f) for f in folders]
+    groups: dict[str, dict[int, int]] = {}
+    for i, numbered in enumerate(found):
+        if numbered:
+            groups.setdefault(numbered[0], {})[numbered[1]] = i
+    shared = {t: members for t, members in groups.items() if len(members) > 1}
+    if not shared:
+        return None
+    order = [i for i, numbered in enumerate(found) if not numbered or numbered[0] not in shared]
+    others = [folders[i] for i in order]
+    column = []
+    for template, members in shared.items():
+        numbers = sorted(members)
+        order.extend(members[n] for n in numbers)
+        column.append([template, columns._uvarints(columns._deltas(numbers))])
+    return order, others, column
 
 
 def test_a_few_new_names_are_split_one_by_one_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, compress, repeat
-from operator import itemgetter, methodcaller
+from operator import itemgetter, methodcaller, not_
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -143,14 +143,26 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
             if len(_NUMBERS) + len(folders) > _SPLITS_MAX:
                 _NUMBERS.clear()
             _NUMBERS.update(zip(folders, found, strict=True))  # type: ignore[arg-type]
-    if _PLAIN not in found:
-        # The common case in C-level passes: every folder numbered, by one template.
-        pairs = cast("list[tuple[str, int]]", found)
-        templates = set(map(_FIRST, pairs))
-        if len(templates) == 1 and len(pairs) > 1:
-            numbers: list[int] = list(map(_SECOND, pairs))
-            ranked = sorted(range(len(numbers)), key=numbers.__getitem__)
-            return ranked, [], [[templates.pop(), _uvarints(_deltas(sorted(numbers)))]]
+    # The common cases in C-level passes: the numbered folders share one template (a
+    # key's objects in every key with an integer key), with or without plain ones beside
+    # them (the key group's own: its index, its timers).
+    is_numbered = list(map(bool, found)) if _PLAIN in found else None
+    pairs = cast(
+        "list[tuple[str, int]]",
+        found if is_numbered is None else list(compress(found, is_numbered)),
+    )
+    templates = set(map(_FIRST, pairs))
+    if len(templates) == 1 and len(pairs) > 1:
+        numbers: list[int] = list(map(_SECOND, pairs))
+        ranked = sorted(range(len(numbers)), key=numbers.__getitem__)
+        one = [[templates.pop(), _uvarints(_deltas(sorted(numbers)))]]
+        if is_numbered is None:
+            return ranked, [], one
+        where = list(compress(range(len(found)), is_numbered))
+        order = list(compress(range(len(found)), map(not_, is_numbered)))
+        others = [folders[i] for i in order]
+        order.extend(map(where.__getitem__, ranked))
+        return order, others, one
     groups: dict[str, dict[int, int]] = {}  # template -> number -> index in folders
     for i, numbered in enumerate(found):
         if numbered:
