@@ -48,9 +48,9 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     last one (an object's tables keep their names), so the splits of up to
     :data:`_SPLITS_MAX` names are kept: found in one C-level pass. A few names missing
     are split one by one; more (a first save, a save of more names than are kept, or
-    saves of several key groups that are together) are split all at once in C-level
-    passes, and kept unless beyond the bound (the kept ones are dropped first when they
-    would exceed it)."""
+    the saves of a batch's key groups when together they name more than are kept) are
+    split all at once in C-level passes, and kept unless beyond the bound (the kept ones
+    are dropped first when they would exceed it)."""
     names = list(names)
     fits = len(names) <= _SPLITS_MAX
     if fits:
