@@ -69,14 +69,20 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     parts = list(map(str.rpartition, names, repeat("/")))
     split = list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
     if fits:
-        if len(_SPLITS) + len(names) > _SPLITS_MAX:
-            _SPLITS.clear()
-        _SPLITS.update(zip(names, split, strict=True))
+        _keep(_SPLITS, names, split)
     return split
 
 
 # A lookup missing fewer than one name in _FEW fills the misses one by one.
 _FEW = 8
+
+
+def _keep(cache: dict[str, Any], names: Sequence[str], found: Sequence[Any]) -> None:
+    """Keep ``found`` for ``names`` in ``cache`` (a name cache of at most
+    :data:`_SPLITS_MAX` entries), dropping what it kept first if they would exceed that."""
+    if len(cache) + len(names) > _SPLITS_MAX:
+        cache.clear()
+    cache.update(zip(names, found, strict=True))
 
 
 # a folder name around its first decimal number (no leading zero, at most 18 digits)
@@ -133,16 +139,14 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     their digits and the repeated text."""
     found: list[tuple[str, int] | tuple[()] | None]
     fits = len(folders) <= _SPLITS_MAX
-    found = list(map(_NUMBERS.get, folders)) if fits else [None]
+    found = list(map(_NUMBERS.get, folders)) if fits else []
     misses = found.count(None)
-    if misses and fits and misses * _FEW < len(folders):  # a few: one by one (kept)
+    if fits and misses and misses * _FEW < len(folders):  # a few: one by one (kept)
         found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
-    elif misses:  # as _splits does: in C-level passes, kept unless beyond the bound
+    elif misses or not fits:  # as _splits does: in C-level passes, kept unless beyond the bound
         found = _numbered_all(folders)  # type: ignore[assignment]
         if fits:
-            if len(_NUMBERS) + len(folders) > _SPLITS_MAX:
-                _NUMBERS.clear()
-            _NUMBERS.update(zip(folders, found, strict=True))  # type: ignore[arg-type]
+            _keep(_NUMBERS, folders, found)
     # The common cases in C-level passes: the numbered folders share one template (a
     # key's objects in every key with an integer key), with or without plain ones beside
     # them (the key group's own: its index, its timers).
