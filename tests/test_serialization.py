@@ -427,3 +427,109 @@ def test_msgpack_serializers_share_the_thread_s_packers() -> None:
         pass
 
     assert Own().raw_dumps.__self__ is not first.raw_dumps.__self__  # type: ignore[attr-defined]
+
+
+FLAT_PARTS: list[Any] = [
+    None,
+    *(
+        v
+        for n in (0, 5, 7, 8, 15, 16, 31, 32, 63, 64)
+        for v in (2**n - 1, 2**n, -(2**n), -(2**n) - 1)
+    ),
+    2**64 - 1,
+    2**64,
+    -(2**63) - 1,
+    "",
+    "a",
+    "x" * 31,
+    "x" * 32,
+    "x" * 255,
+    "x" * 256,
+    "x" * 65535,
+    "x" * 65536,
+    "é",
+    "\x00",
+    "\ud800",  # not UTF-8: the fallback's error
+    b"",
+    b"\x00",
+    b"x" * 255,
+    b"x" * 256,
+    b"x" * 65536,
+    True,  # a bool, a float, a nested tuple: not flat, the fallback's encoding
+    1.5,
+    ("n", 1),
+]
+
+
+def _encoded(encode: Any, key: Any) -> Any:
+    try:
+        return encode(key)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return type(exc)
+
+
+def test_the_key_encoder_stores_every_key_as_the_serializer_does() -> None:
+    """A save's key encoder (flat tuple keys packed in C where the extension is built)
+    gives, for every key, the bytes and exactness of the serializer's raw_encode_key, or
+    its error: at every boundary of msgpack's int, str and bin formats and of the
+    extension header's sizes (fixext 1/2/4/8/16, ext 8/16/32)."""
+    import random
+
+    from objectspace.collections._impl import key_encoder
+
+    serializer = osp.MsgpackSerializer()
+    raw = serializer.raw_encode_key
+    code = serializer.flat_tuple_code
+    assert code is not None
+    encode = key_encoder(code, raw)
+    rng = random.Random(7)
+    keys: list[Any] = [(), *((p,) for p in FLAT_PARTS), "plain", 5, None, frozenset({1})]
+    keys += [
+        tuple(rng.choice(FLAT_PARTS) for _ in range(rng.randrange(1, 20))) for _ in range(3000)
+    ]
+    keys += [tuple(rng.choice([None, 1, "ab"]) for _ in range(n)) for n in range(40)]
+    seen_sizes = set()
+    for key in keys:
+        want = _encoded(raw, key)
+        assert _encoded(encode, key) == want, key[:4] if isinstance(key, tuple) else key
+        if isinstance(want, tuple):
+            seen_sizes.add(want[0][0])
+    assert {0xD4, 0xD5, 0xD6, 0xD7, 0xD8, 0xC7, 0xC8, 0xC9} <= seen_sizes
+
+    class Key(tuple):  # type: ignore[type-arg]
+        pass
+
+    assert encode(Key(("a", 1))) == raw(Key(("a", 1)))
+
+
+def test_the_key_encoder_hands_other_keys_to_its_fallback() -> None:
+    """What the encoder does not pack goes to the fallback unchanged, its errors too."""
+    from objectspace.collections._impl import key_encoder
+
+    calls: list[Any] = []
+
+    def fallback(key: Any) -> tuple[bytes, bool]:
+        calls.append(key)
+        if key == "boom":
+            raise ValueError("boom")
+        return b"F", False
+
+    encode = key_encoder(1, fallback)
+    assert encode("x") == (b"F", False)
+    assert encode((1.5,)) == (b"F", False)
+    assert encode(("k", 2**64)) == (b"F", False)
+    with pytest.raises(ValueError, match="boom"):
+        encode("boom")
+    assert calls == ["x", (1.5,), ("k", 2**64), "boom"]
+
+
+def test_only_msgpack_itself_names_its_flat_tuple_layout() -> None:
+    """A subclass may encode tuples its own way: the save then uses its raw_encode_key."""
+
+    class Custom(osp.MsgpackSerializer):
+        pass
+
+    assert osp.MsgpackSerializer().flat_tuple_code == 1
+    assert Custom().flat_tuple_code is None
+    assert osp.JsonSerializer().flat_tuple_code is None
+    assert osp.PickleSerializer().flat_tuple_code is None

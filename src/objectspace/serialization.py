@@ -107,6 +107,16 @@ class Serializer:
         ``ValueError`` or ``OverflowError``), for bulk encoding by a save."""
         return functools.partial(_encode_key, dumps=self._canonical_dumps)
 
+    @property
+    def flat_tuple_code(self) -> int | None:
+        """The msgpack extension type :attr:`raw_encode_key` stores a *flat* tuple key as
+        (a tuple of str, int within 64 bits, bytes and None: the ext value of its elements
+        packed one after the other, as msgpack-python packs them with ``use_bin_type``),
+        so that a save may pack such keys in C
+        (:class:`~objectspace.collections.key_encoder`); ``None``: this serializer stores
+        them otherwise."""
+        return None
+
     def encode_key(self, key: Any) -> tuple[bytes, bool]:
         """The stored key of a dict key or set element, and whether it is *exact*.
 
@@ -203,6 +213,12 @@ class MsgpackSerializer(Serializer):
             return _encode_key(key, canonical)
 
         return encode
+
+    @property
+    def flat_tuple_code(self) -> int | None:
+        # A subclass may store tuples its own way (its own _default): only this class's
+        # layout is known.
+        return _EXT_TUPLE if type(self) is MsgpackSerializer else None
 
     def _inner_pack(self) -> Callable[[Any], bytes]:
         """The calling thread's packer for the elements of an extension value that holds

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NoReturn, TypeVar
 
+from objectspace.collections._impl import key_encoder
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.collections.dict import PersistedDict
@@ -300,7 +301,11 @@ class ObjectSpace:
         """
         full = writer.kind is CheckpointKind.FULL
         codec = self._serializer
-        out = Emitter(codec.raw_dumps, codec.raw_encode_key, codec.raw_key_dumps)
+        encode_key = codec.raw_encode_key
+        code = codec.flat_tuple_code
+        if code is not None:  # flat tuple keys (a shared dict's, the due index's) in C
+            encode_key = key_encoder(code, encode_key)
+        out = Emitter(codec.raw_dumps, encode_key, codec.raw_key_dumps)
         index = out.table(INDEX_TABLE)
         deleted = self._pending_deleted | self._deleted
         if not full:

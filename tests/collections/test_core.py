@@ -767,3 +767,35 @@ def test_dirty_slots_and_pages_are_not_tracked_by_the_cyclic_collector(tmp_path:
     assert dict(restored.get_dict("d")) == {("a", 1): [1]}
     assert set(restored.get_sorted_set("ss")) == {(3, "c")}
     store.close()
+
+
+def test_the_key_encoder_checks_its_arguments() -> None:
+    """The C KeyEncoder refuses a bad type code or fallback, and takes one key."""
+    if _impl.IMPLEMENTATION != "c":
+        assert _pycore.key_encoder(1, len) is len
+        return
+    from objectspace.collections import _core
+
+    with pytest.raises(ValueError, match=r"0\.\.127"):
+        _core.KeyEncoder(128, len)
+    with pytest.raises(TypeError, match="callable"):
+        _core.KeyEncoder(1, None)
+    encode = _core.KeyEncoder(1, lambda key: (b"F", False))
+    with pytest.raises(TypeError, match="one positional"):
+        encode()
+    with pytest.raises(TypeError, match="one positional"):
+        encode(("a",), key=1)
+    assert encode(("a", None)) == (b"\xc7\x03\x01\xa1a\xc0", True)  # ext 8, 3 bytes
+    assert encode(("ab", None)) == (b"\xd6\x01\xa2ab\xc0", True)  # fixext 4
+    freed: list[int] = []
+
+    class Mark:
+        def __del__(self) -> None:
+            freed.append(1)
+
+    cycle: list[Any] = [Mark()]
+    encode = _core.KeyEncoder(1, lambda key, held=cycle: held)
+    cycle.append(encode)  # a cycle through the fallback: the collector frees it
+    del encode, cycle
+    gc.collect()
+    assert freed == [1]

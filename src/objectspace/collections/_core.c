@@ -1646,6 +1646,331 @@ core_emit_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* ---- KeyEncoder: a flat tuple key's stored bytes in one C pass ----------------------------
+
+   The serializer's ``raw_encode_key`` stores a tuple of plain values (str, int within 64
+   bits, bytes, None) as a msgpack extension value (type ``code``) holding the elements
+   packed one after the other, as msgpack-python packs them (``use_bin_type``). A
+   KeyEncoder returns ``(those bytes, True)`` for such a key and hands any other key (or
+   one it cannot pack: an int beyond 64 bits, a str that is not valid UTF-8) to
+   ``fallback``, the serializer's own function. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fallback;
+    vectorcallfunc vectorcall;
+    unsigned char code;
+} KeyEncoderObject;
+
+/* The packed size of plain value ``v`` (-1: not one this packs, no error set). */
+static Py_ssize_t
+key_element_size(PyObject *v)
+{
+    if (v == Py_None) {
+        return 1;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return -1;
+            }
+            return 9;
+        }
+        if (overflow < 0) {
+            return -1;
+        }
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (x >= -32 && x < 128) {
+            return 1;
+        }
+        if (x >= 0) {
+            return x < 256 ? 2 : x < 65536 ? 3 : x < 4294967296LL ? 5 : 9;
+        }
+        return x >= -128 ? 2 : x >= -32768 ? 3 : x >= -2147483648LL ? 5 : 9;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        Py_ssize_t n;
+        if (PyUnicode_AsUTF8AndSize(v, &n) == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (n > 0xFFFFFFFFLL) {
+            return -1;
+        }
+        return n + (n < 32 ? 1 : n < 256 ? 2 : n < 65536 ? 3 : 5);
+    }
+    if (PyBytes_CheckExact(v)) {
+        Py_ssize_t n = PyBytes_GET_SIZE(v);
+        if (n > 0xFFFFFFFFLL) {
+            return -1;
+        }
+        return n + (n < 256 ? 2 : n < 65536 ? 3 : 5);
+    }
+    return -1;
+}
+
+static inline unsigned char *
+put_be(unsigned char *p, unsigned long long x, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(x & 0xFF);
+        x >>= 8;
+    }
+    return p + width;
+}
+
+/* Pack plain value ``v`` (sized by key_element_size) at ``p``; the end. */
+static unsigned char *
+key_element_pack(unsigned char *p, PyObject *v)
+{
+    if (v == Py_None) {
+        *p++ = 0xC0;
+        return p;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow > 0) {
+            *p++ = 0xCF;
+            return put_be(p, PyLong_AsUnsignedLongLong(v), 8);
+        }
+        if (x >= -32 && x < 128) {
+            *p++ = (unsigned char)(x & 0xFF);
+            return p;
+        }
+        if (x >= 0) {
+            if (x < 256) {
+                *p++ = 0xCC;
+                return put_be(p, (unsigned long long)x, 1);
+            }
+            if (x < 65536) {
+                *p++ = 0xCD;
+                return put_be(p, (unsigned long long)x, 2);
+            }
+            if (x < 4294967296LL) {
+                *p++ = 0xCE;
+                return put_be(p, (unsigned long long)x, 4);
+            }
+            *p++ = 0xCF;
+            return put_be(p, (unsigned long long)x, 8);
+        }
+        if (x >= -128) {
+            *p++ = 0xD0;
+            return put_be(p, (unsigned long long)x, 1);
+        }
+        if (x >= -32768) {
+            *p++ = 0xD1;
+            return put_be(p, (unsigned long long)x, 2);
+        }
+        if (x >= -2147483648LL) {
+            *p++ = 0xD2;
+            return put_be(p, (unsigned long long)x, 4);
+        }
+        *p++ = 0xD3;
+        return put_be(p, (unsigned long long)x, 8);
+    }
+    const char *data;
+    Py_ssize_t n;
+    if (PyUnicode_CheckExact(v)) {
+        data = PyUnicode_AsUTF8AndSize(v, &n); /* cached by key_element_size */
+        if (n < 32) {
+            *p++ = (unsigned char)(0xA0 | n);
+        }
+        else if (n < 256) {
+            *p++ = 0xD9;
+            p = put_be(p, (unsigned long long)n, 1);
+        }
+        else if (n < 65536) {
+            *p++ = 0xDA;
+            p = put_be(p, (unsigned long long)n, 2);
+        }
+        else {
+            *p++ = 0xDB;
+            p = put_be(p, (unsigned long long)n, 4);
+        }
+    }
+    else {
+        data = PyBytes_AS_STRING(v);
+        n = PyBytes_GET_SIZE(v);
+        if (n < 256) {
+            *p++ = 0xC4;
+            p = put_be(p, (unsigned long long)n, 1);
+        }
+        else if (n < 65536) {
+            *p++ = 0xC5;
+            p = put_be(p, (unsigned long long)n, 2);
+        }
+        else {
+            *p++ = 0xC6;
+            p = put_be(p, (unsigned long long)n, 4);
+        }
+    }
+    memcpy(p, data, (size_t)n);
+    return p + n;
+}
+
+/* The stored bytes of flat tuple key ``key``, or NULL without an error set when it is
+   not one this packs. */
+static PyObject *
+key_encoder_pack(KeyEncoderObject *self, PyObject *key)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(key);
+    Py_ssize_t body = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t size = key_element_size(PyTuple_GET_ITEM(key, i));
+        if (size < 0) {
+            return NULL;
+        }
+        body += size;
+    }
+    if (body > 0xFFFFFFFFLL) {
+        return NULL;
+    }
+    Py_ssize_t head;
+    if (body == 1 || body == 2 || body == 4 || body == 8 || body == 16) {
+        head = 2;
+    }
+    else {
+        head = body < 256 ? 3 : body < 65536 ? 4 : 6;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head + body);
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    switch (body) {
+    case 1: *p++ = 0xD4; break;
+    case 2: *p++ = 0xD5; break;
+    case 4: *p++ = 0xD6; break;
+    case 8: *p++ = 0xD7; break;
+    case 16: *p++ = 0xD8; break;
+    default:
+        if (body < 256) {
+            *p++ = 0xC7;
+            p = put_be(p, (unsigned long long)body, 1);
+        }
+        else if (body < 65536) {
+            *p++ = 0xC8;
+            p = put_be(p, (unsigned long long)body, 2);
+        }
+        else {
+            *p++ = 0xC9;
+            p = put_be(p, (unsigned long long)body, 4);
+        }
+    }
+    *p++ = self->code;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        p = key_element_pack(p, PyTuple_GET_ITEM(key, i));
+    }
+    return out;
+}
+
+static PyObject *
+key_encoder_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                       PyObject *kwnames)
+{
+    KeyEncoderObject *self = (KeyEncoderObject *)callable;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "KeyEncoder takes one positional argument (a key)");
+        return NULL;
+    }
+    PyObject *key = args[0];
+    if (PyTuple_CheckExact(key)) {
+        PyObject *packed = key_encoder_pack(self, key);
+        if (packed != NULL) {
+            PyObject *pair = PyTuple_New(2);
+            if (pair == NULL) {
+                Py_DECREF(packed);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(pair, 0, packed);
+            Py_INCREF(Py_True);
+            PyTuple_SET_ITEM(pair, 1, Py_True);
+            return pair;
+        }
+        if (PyErr_Occurred()) {
+            return NULL; /* out of memory */
+        }
+    }
+    return PyObject_CallOneArg(self->fallback, key);
+}
+
+static PyObject *
+key_encoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    int code;
+    PyObject *fallback;
+    static char *kwlist[] = {"code", "fallback", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iO:KeyEncoder", kwlist, &code, &fallback)) {
+        return NULL;
+    }
+    if (code < 0 || code > 127) {
+        PyErr_Format(PyExc_ValueError, "KeyEncoder: an extension type code is 0..127, not %d",
+                     code);
+        return NULL;
+    }
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "KeyEncoder: fallback must be callable");
+        return NULL;
+    }
+    KeyEncoderObject *self = (KeyEncoderObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->code = (unsigned char)code;
+    Py_INCREF(fallback);
+    self->fallback = fallback;
+    self->vectorcall = key_encoder_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+key_encoder_traverse(KeyEncoderObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int
+key_encoder_clear(KeyEncoderObject *self)
+{
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void
+key_encoder_dealloc(KeyEncoderObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    key_encoder_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject KeyEncoder_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "objectspace.collections._core.KeyEncoder",
+    .tp_doc = "KeyEncoder(code, fallback)\n--\n\n"
+              "A key's stored bytes and exactness, as the serializer's raw_encode_key "
+              "(``fallback``) gives them: a tuple of str, int (64 bits), bytes and None "
+              "packed here in one pass, as msgpack extension type ``code``; any other "
+              "key by ``fallback``.",
+    .tp_basicsize = sizeof(KeyEncoderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = key_encoder_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(KeyEncoderObject, vectorcall),
+    .tp_traverse = (traverseproc)key_encoder_traverse,
+    .tp_clear = (inquiry)key_encoder_clear,
+    .tp_dealloc = (destructor)key_encoder_dealloc,
+};
+
 static PyObject *
 core_untracked_set(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
@@ -1744,6 +2069,10 @@ PyInit__core(void)
         goto error;
     }
     PyType_Modified(&ArrayBase_Type);
+    if (PyType_Ready(&KeyEncoder_Type) < 0 ||
+        PyModule_AddObjectRef(module, "KeyEncoder", (PyObject *)&KeyEncoder_Type) < 0) {
+        goto error;
+    }
     value_descr = PyDict_GetItemWithError(ValueBase_Type.tp_dict, str_value);
     if (value_descr == NULL) {
         if (!PyErr_Occurred()) {

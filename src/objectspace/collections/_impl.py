@@ -21,6 +21,7 @@ __all__ = [
     "StackBase",
     "ValueBase",
     "emit_rows",
+    "key_encoder",
     "untrack",
     "untracked_set",
 ]
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         StackBase,
         ValueBase,
         emit_rows,
+        key_encoder,
         untrack,
         untracked_set,
     )
@@ -66,5 +68,6 @@ else:
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
     emit_rows = _module.emit_rows
+    key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
     untrack = _module.untrack
     untracked_set = _module.untracked_set

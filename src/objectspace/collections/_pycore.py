@@ -35,6 +35,7 @@ __all__ = [
     "StackBase",
     "ValueBase",
     "emit_rows",
+    "key_encoder",
     "untrack",
     "untracked_set",
 ]
@@ -317,3 +318,12 @@ _T = TypeVar("_T")
 def untrack(obj: _T) -> _T:
     """``obj`` (the C extension stops the cyclic collector tracking it; here a no-op)."""
     return obj
+
+
+def key_encoder(
+    code: int, fallback: Callable[[Any], tuple[bytes, bool]]
+) -> Callable[[Any], tuple[bytes, bool]]:
+    """A serializer's ``raw_encode_key`` (``fallback``) with flat tuple keys packed as
+    extension type ``code`` in one C pass (the C extension's ``KeyEncoder``; here
+    ``fallback`` itself, which stores them alike)."""
+    return fallback
