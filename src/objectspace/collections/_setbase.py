@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, MutableSet
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Self
 
 from objectspace.collections._impl import untracked_set
@@ -114,6 +115,10 @@ class _SetBase(KeyedObject, MutableSet[Any]):
     def __contains__(self, value: object) -> bool:
         return value in self._data
 
+    def _hash_set(self) -> AbstractSet[Any]:
+        """The elements as a hash set (membership in one C call)."""
+        return self._data  # type: ignore[no-any-return]
+
     def __iter__(self) -> Iterator[Any]:
         return iter(self._data)
 
@@ -144,7 +149,7 @@ class _SetBase(KeyedObject, MutableSet[Any]):
         if page.cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
-        data = self._data
+        data = self._hash_set()
         spell = self._spell
         for slot in page.slots:
             if slot in data:

@@ -34,33 +34,40 @@ class PersistedSortedSet(SortedOrder, _SetBase):
         elements.
         """
         data = self._data
-        if value not in data:
+        members = data._set  # SortedSet's own add and membership, inline (a hot path)
+        if value not in members:
             if not self._registered:
                 self._touch()
+            members.add(value)
             try:
-                data.add(value)
+                data._list.add(value)
             except BaseException:
-                # SortedSet.add puts the value in its hash set before its sorted list, whose
-                # comparisons may raise: take it out again.
-                data._set.discard(value)
+                # The sorted list's comparisons raised: out of the hash set again.
+                members.discard(value)
                 raise
             self._track_edit(value, True)
 
     def discard(self, value: Any) -> None:
         """Remove ``value`` if present; the checkpoint deletes one row."""
         data = self._data
-        if value in data:
+        members = data._set  # SortedSet's own discard, inline
+        if value in members:
             if not self._registered:
                 self._touch()
+            members.remove(value)
             try:
-                data.discard(value)
+                data._list.remove(value)
             except BaseException:
-                # SortedSet.discard takes the value out of its hash set before its sorted
-                # list, whose comparisons may raise: put it back if the list still holds it.
-                if len(data._list) != len(data._set):
-                    data._set.add(value)
+                # The sorted list's comparisons raised: back in the hash set if the list
+                # still holds it.
+                if len(data._list) != len(members):
+                    members.add(value)
                 raise
             self._track_edit(value, False)
+
+    def _hash_set(self) -> set[Any]:
+        members: set[Any] = self._data._set  # not SortedSet.__contains__, a Python call
+        return members
 
     def _discard_sorted(self, values: list[Any]) -> None:
         """Remove ``values``: distinct elements of the set, ascending. When they are its
