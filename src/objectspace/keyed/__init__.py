@@ -31,6 +31,7 @@ from objectspace.keyed.timers import (
     earliest,
     expired_timers,
     fire_timer,
+    timer_registrar,
 )
 from objectspace.keyed.ttl import TtlDict, TtlList, TtlQueue, TtlSet, TtlValue, expire
 
@@ -61,5 +62,6 @@ __all__ = [
     "parse_duration",
     "prefix_of_repr",
     "shared_dict",
+    "timer_registrar",
     "to_ms",
 ]

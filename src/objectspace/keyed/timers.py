@@ -68,6 +68,7 @@ __all__ = [
     "earliest",
     "expired_timers",
     "fire_timer",
+    "timer_registrar",
 ]
 
 DUE_ID = "#time/due"
@@ -126,13 +127,7 @@ class Timers:
             )
         timers = _timer_index(ref.space, True)
         assert timers is not None
-        prefix = ref.prefix
-        if timers.get(prefix, ms) is not None:
-            return
-        names = ref.names
-        entry = (ms, "t", prefix, ref.key, names) if names else (ms, "t", prefix, ref.key)
-        timers.due.add(entry)
-        timers.add(entry)
+        timers.register(ref.prefix, ref.key, ms, ref.names)
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
@@ -191,6 +186,16 @@ class _TimerIndex:
             root = prefix[: prefix.find("/") + 1]
             if root != prefix:
                 self.nested.setdefault(root, set()).add(prefix)
+
+    def register(self, prefix: str, key: Any, when: int, names: tuple[str, ...] = ()) -> None:
+        """Register the timer at ``when`` (epoch ms, in range) of key state ``prefix`` (key
+        ``key``, namespace path ``names``), unless it exists: one row of the due index."""
+        whens = self.by_prefix.get(prefix)
+        if whens is not None and when in whens:
+            return
+        entry = (when, "t", prefix, key, names) if names else (when, "t", prefix, key)
+        self.due.add(entry)
+        self.add(entry)
 
     def get(self, prefix: str, when: int) -> tuple[Any, ...] | None:
         whens = self.by_prefix.get(prefix)
@@ -257,6 +262,27 @@ def _timer_index(space: ObjectSpace, create: bool) -> _TimerIndex | None:
     return index
 
 
+def timer_registrar(space: ObjectSpace) -> Callable[[str, Any, int], None]:
+    """``register(prefix, key, when_ms)``: what ``Timers(KeyRef(space, prefix, key,
+    clock=c)).register(when_ms)`` does for a clocked operator's key (its root namespace),
+    without a :class:`Timers` per call, for an operator that registers many timers of one
+    space in a row. Valid while the space's due index is the same object (nothing between
+    two calls deletes it)."""
+    timers = _timer_index(space, True)
+    assert timers is not None
+    add = timers.register
+
+    def register(prefix: str, key: Any, when: int) -> None:
+        if not MIN_MS <= when <= MAX_MS:
+            raise TimeError(
+                f"<KeyRef {prefix!r}>: a timer at {when} epoch ms is outside the datetimes "
+                "(years 1 to 9999)"
+            )
+        add(prefix, key, when)
+
+    return register
+
+
 def drop_timers(space: ObjectSpace, prefix: str) -> None:
     """Delete the timers of every key state whose prefix starts with ``prefix`` (a key's
     state cleared, nested namespaces too). O(log n + timers dropped)."""
@@ -305,14 +331,17 @@ def expired_timers(
     by_prefix = timers.by_prefix
     taken: list[tuple[Any, ...]] = [e for e in index.irange(maximum=(now, "t\x7f")) if e[1] == "t"]
     fired: list[tuple[Any, ...]] = []
+    timers_of = by_prefix.get
     try:
         for entry in taken:
-            when, _, prefix, key = entry[:4]
-            if timers.get(prefix, when) is not entry:
+            when = entry[0]
+            prefix = entry[2]
+            whens = timers_of(prefix)
+            if whens is None or whens.get(when) is not entry:
                 continue  # deleted by an earlier handler
-            yield when, prefix, key, tuple(entry[4]) if len(entry) > 4 else ()
-            whens = by_prefix.get(prefix)
-            if whens is not None and timers.get(prefix, when) is entry:
+            yield when, prefix, entry[3], tuple(entry[4]) if len(entry) > 4 else ()
+            whens = timers_of(prefix)
+            if whens is not None and whens.get(when) is entry:
                 del whens[when]
                 if not whens:
                     del by_prefix[prefix]

@@ -19,7 +19,16 @@ from itertools import pairwise
 from typing import Any
 
 from objectspace.collections import PersistedSortedDict, untrack
-from objectspace.keyed import Clock, KeyRef, KeyState, Timers, expired_timers, from_ms, shared_dict
+from objectspace.keyed import (
+    Clock,
+    KeyRef,
+    KeyState,
+    Timers,
+    expired_timers,
+    from_ms,
+    shared_dict,
+    timer_registrar,
+)
 from objectspace.operators._base import (
     KeyedOperator,
     Row,
@@ -386,14 +395,32 @@ class _SessionWindow(_TimeWindowed):
         fired = 0
         out: list[tuple[Any, list[Row]]] = []
         sessions = None
+        register = None
+        floor = None if clock is None else clock.now
         for when, prefix, key, names in expired_timers(space, now):
             fired += 1
             if names or prefix + _LEGACY in space:
                 rows = self.handle_timer(key, names, when, KeyState(space, prefix, key, (), clock))
+                register = None  # (a handler may have replaced the due index)
             else:
                 if sessions is None:
                     sessions = shared_dict(KeyRef(space, ""), _SESSIONS)[0]
                 found = sessions._between((prefix,), (prefix + "\x00",))
+                if len(found) == 1:
+                    # The key's one session (the common case), as _fire takes it, inline:
+                    # emitted when it ended, else its timer re-armed at its end.
+                    at = found[0]
+                    stored = sessions._data[at]
+                    start = at[1]
+                    end = start + stored[0]
+                    if end > (when if floor is None or floor < when else floor):
+                        if register is None:
+                            register = timer_registrar(space)
+                        register(prefix, key, end)
+                        continue
+                    del sessions[at]
+                    out.append((key, [self._row(start, end, stored, 1)]))
+                    continue
                 rows = self._fire(sessions, found, when, KeyRef(space, prefix, key, (), clock))
             if rows:
                 out.append((key, rows))
