@@ -213,21 +213,33 @@ class _SessionWindow(_TimeWindowed):
         between = sessions._between
         update = self._update
         check = self.needs[2] or self.needs[3]
+        register = None
+        # Every key's times ints (the common case) in one pass, not a generator per key.
+        ints = all(type(t) is int for _, _, cols in keys for t in cols[0])
         for prefix, key, cols in keys:
             times = cols[0]
             values = cols[1] if len(cols) > 1 else None
             if (
-                not all(type(t) is int for t in times)
+                not (ints or all(type(t) is int for t in times))
                 or prefix + _LEGACY in space
                 or (check and values is not None and None in values)
             ):
                 rows = [dict(zip(names, one, strict=True)) for one in zip(*cols, strict=True)]
                 self(key, rows, KeyState(space, prefix, key, (), clock))
+                register = None  # (the key's own path may have replaced the due index)
                 continue
             found = between((prefix,), (prefix + "\x00",))
-            if len(found) == 1 and self._extend(sessions, found[0], values, times):
+            if not found:
+                if _ascending(times):  # no open session, rows in time order: _update's
+                    if register is None:  # common case, without a KeyRef and Timers
+                        register = timer_registrar(space)
+                    register(prefix, key, self._open(sessions, prefix, values, times))
+                    continue
+                before = {}
+            elif len(found) == 1 and self._extend(sessions, found[0], values, times):
                 continue
-            before = _expand(data, found) if found else {}
+            else:
+                before = _expand(data, found)
             update(sessions, prefix, before, values, times, KeyRef(space, prefix, key, (), clock))
         return []
 
@@ -298,30 +310,14 @@ class _SessionWindow(_TimeWindowed):
         """Add the rows of ``values`` (from :meth:`_values`) at ``times`` to the key's open
         sessions ``before`` (start -> [end, count, sum, min, max]), write back what changed
         and keep the key's timer."""
+        if not before and _ascending(times):
+            # No open session and the rows in time order (the common case).
+            Timers(ref).register(self._open(sessions, prefix, values, times))
+            return
         gap = self.gap
         add = self._add_value
         short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
         vs = values if values is not None else [None] * len(times)
-        if not before and _ascending(times):
-            # No open session and the rows in time order (the common case): each row joins
-            # the last session or opens the next, as the general merge below would.
-            entry: list[Any] = []
-            start = 0
-            first = None
-            for v, t in zip(vs, times, strict=True):
-                if not entry or t > entry[0]:
-                    if entry:
-                        sessions[(prefix, start)] = _stored(entry, start, short)
-                        if first is None:
-                            first = entry[0]
-                    start = t
-                    entry = [t + gap, 0, 0, None, None]
-                else:
-                    entry[0] = t + gap
-                add(entry, 1, v)
-            sessions[(prefix, start)] = _stored(entry, start, short)
-            Timers(ref).register(entry[0] if first is None else first)
-            return
         # A local copy of the open sessions, start -> [end, count, sum, min, max], written
         # back where a session changed: an untouched session writes nothing.
         open_ = {s: e.copy() for s, e in before.items()} if before else {}
@@ -364,6 +360,38 @@ class _SessionWindow(_TimeWindowed):
                 # An earlier session than the armed timer (at or before the old earliest
                 # end) may cover: re-arm. Otherwise the armed timer still comes first.
                 self._arm(Timers(ref), first)
+
+    def _open(
+        self,
+        sessions: PersistedSortedDict,
+        prefix: str,
+        values: list[Any] | None,
+        times: list[int],
+    ) -> int:
+        """The rows of ``values`` at ``times`` (ascending) of a key with no open session:
+        each row joins the last session or opens the next, as :meth:`_update`'s general
+        merge would; the sessions written, and the earliest end returned (the time of the
+        key's timer, which the caller registers)."""
+        gap = self.gap
+        add = self._add_value
+        short = not (self.needs[2] or self.needs[3])  # no min/max: [length, count, sum]
+        vs = values if values is not None else [None] * len(times)
+        entry: list[Any] = []
+        start = 0
+        first = None
+        for v, t in zip(vs, times, strict=True):
+            if not entry or t > entry[0]:
+                if entry:
+                    sessions[(prefix, start)] = _stored(entry, start, short)
+                    if first is None:
+                        first = entry[0]
+                start = t
+                entry = [t + gap, 0, 0, None, None]
+            else:
+                entry[0] = t + gap
+            add(entry, 1, v)
+        sessions[(prefix, start)] = _stored(entry, start, short)
+        return int(entry[0] if first is None else first)
 
     @staticmethod
     def _arm(timers: Timers, first: int) -> None:
