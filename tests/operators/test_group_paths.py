@@ -15,7 +15,7 @@ from objectspace import operators as ops
 from objectspace.collections import PersistedSortedDict, PersistedSortedSet, _impl, untrack
 from objectspace.keyed import KeyRef, KeyState, shared_dict
 from objectspace.keyed.clock import Clock
-from objectspace.keyed.timers import _timer_index
+from objectspace.keyed.timers import _timer_index, due_timers
 from objectspace.space import ObjectSpace
 from objectspace.testing import simulate
 
@@ -143,3 +143,33 @@ def test_session_state_and_timers_are_left_out_of_the_collector() -> None:
     fired, out = op.fire_group(space, 15_000, Clock("event", watermark=15_000, event_time="ts"))  # type: ignore[attr-defined]
     assert fired == 2 and [key for key, _ in out] == [0, 1]
     assert len(sessions) == 0
+
+
+def test_a_key_with_two_due_timers_fires_from_its_sessions_as_they_are() -> None:
+    """A key whose first due timer emits its session finds no session at its second: the
+    group path reads a key's sessions afresh after the key fired, as handle_timer does."""
+    outputs = []
+    for by_group in (True, False):
+        space = ObjectSpace()
+        op = ops.session_window("10 seconds", aggs=("count",))
+        clock = Clock("event", watermark=0, event_time="ts", late_watermark=0)
+        for key in ("a", "b", "c"):
+            state = KeyState.for_key(space, key, clock)
+            op(key, [{"ts": 1000}, {"ts": 2000}], state)  # one session each, timer at 12 s
+        KeyState.for_key(space, "a", clock).timers.register(5000)  # a second, earlier timer
+        later = Clock("event", watermark=20000, event_time="ts", late_watermark=0)
+        if by_group:
+            fired, out = op.fire_group(space, 20000, later)
+        else:
+            out = []
+            fired = 0
+            for when, prefix, key, names in due_timers(space, 20000):
+                fired += 1
+                rows = op.handle_timer(key, names, when, KeyState(space, prefix, key, (), later))
+                if rows:
+                    out.append((key, rows))
+        assert fired == 4
+        assert not len(shared_dict(KeyRef(space, ""), "session_window")[0])
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+    assert [key for key, _ in outputs[0]] == ["a", "b", "c"]
