@@ -156,3 +156,189 @@ def test_both_give_the_same_rows() -> None:
     assert _emit(_core.emit_rows, slots, data, order) == _emit(
         _pycore.emit_rows, slots, data, order
     )
+
+
+# -- emit_sorted_rows and emit_set_rows: a sorted dict's and a set's general loops ----------
+
+SORTED = [pytest.param(_pycore.emit_sorted_rows, id="python")]
+SETS = [pytest.param(_pycore.emit_set_rows, id="python")]
+if _core is not None:
+    SORTED.append(pytest.param(_core.emit_sorted_rows, id="c"))
+    SETS.append(pytest.param(_core.emit_set_rows, id="c"))
+
+
+def _sorted(
+    emit: Callable[..., None],
+    slots: Any,
+    data: Any,
+    *,
+    cleared: bool = False,
+    dumps: Callable[[Any], bytes] | None = None,
+    encode_key: Callable[[Any], tuple[bytes, bool]] | None = None,
+) -> tuple[BaseException | None, dict[bytes, Any]]:
+    from objectspace.collections.base import pack_entry
+
+    rows: dict[bytes, Any] = {}
+    try:
+        emit(
+            rows,
+            slots,
+            data,
+            data._list,
+            cleared,
+            dumps or CODEC.raw_dumps,
+            encode_key or CODEC.encode_key,
+            PREFIXES[0],
+            pack_entry,
+            DELETED,
+            UNENCODABLE,
+        )
+    except Exception as exc:  # the error and the rows written before it
+        return exc, rows
+    return None, rows
+
+
+def _set(
+    emit: Callable[..., None],
+    slots: Any,
+    members: set[Any],
+    spell: dict[Any, Any],
+    *,
+    cleared: bool = False,
+    dumps: Callable[[Any], bytes] | None = None,
+    encode_key: Callable[[Any], tuple[bytes, bool]] | None = None,
+) -> tuple[BaseException | None, dict[bytes, Any]]:
+    rows: dict[bytes, Any] = {}
+    try:
+        emit(
+            rows,
+            slots,
+            members,
+            spell,
+            cleared,
+            CODEC.raw_key_dumps,
+            encode_key or CODEC.encode_key,
+            PLAIN_KEY_TYPES,
+            ENTRY_MARK,
+            b"\xc1S",
+            dumps or CODEC.raw_dumps,
+            DELETED,
+            UNENCODABLE,
+        )
+    except Exception as exc:
+        return exc, rows
+    return None, rows
+
+
+def _same(a: tuple[BaseException | None, dict[bytes, Any]], b: Any) -> None:
+    assert type(a[0]) is type(b[0]) and str(a[0]) == str(b[0])
+    assert a[1] == b[1]
+
+
+def test_a_sorted_dicts_rows_keep_the_held_spelling() -> None:
+    """A slot spelled otherwise than the held key (1.0, True against 1) writes the held
+    key's row with its spelling when that is not exact; removed keys are deleted unless
+    the table is cleared; an unencodable removed key is skipped."""
+    from sortedcontainers import SortedDict
+
+    data = SortedDict({(1, "a"): 1.5, (2, True): [1], (3, "x"): "x", (4.5, "y"): None})
+    slots = [(1.0, "a"), (2, 1), (3, "x"), (4.5, "y"), (9, "gone"), (float("nan"), "z")]
+    results = [_sorted(emit, slots, data) for emit in (p.values[0] for p in SORTED)]
+    error, rows = results[0]
+    assert error is None
+    assert rows[CODEC.encode_key((1, "a"))[0]] == PREFIXES[0] + CODEC.dumps(1.5)
+    spelled = rows[CODEC.encode_key((2, True))[0]]
+    assert spelled.startswith(b"\xc1\xc1") and CODEC.dumps((2, True)) in spelled
+    assert rows[CODEC.encode_key((9, "gone"))[0]] is DELETED
+    assert len(rows) == 5  # the NaN slot was never stored: no row
+    for other in results[1:]:
+        _same(results[0], other)
+    cleared = [_sorted(emit, slots, data, cleared=True) for emit in (p.values[0] for p in SORTED)]
+    assert DELETED not in cleared[0][1].values()
+    for other in cleared[1:]:
+        _same(cleared[0], other)
+
+
+@pytest.mark.parametrize("fail_at", ["dumps-value", "dumps-key", "encode", "encode-deleted"])
+def test_sorted_dict_rows_fail_alike_part_way(fail_at: str) -> None:
+    """An error of dumps or encode_key part-way propagates as it is, with the same rows
+    written before it, in C and in Python."""
+    from sortedcontainers import SortedDict
+
+    data = SortedDict({(k, "a"): float(k) for k in range(6)})
+    data[(6, True)] = 6.0
+    slots = [(k, "a") for k in range(6)] + [(6, 1), (7, "gone")]
+
+    def dumps(value: Any) -> bytes:
+        if fail_at == "dumps-value" and value == 3.0:
+            raise ValueError("value 3")
+        if fail_at == "dumps-key" and value == (6, True):
+            raise ValueError("spelling")
+        return CODEC.raw_dumps(value)
+
+    def encode_key(key: Any) -> tuple[bytes, bool]:
+        if fail_at == "encode" and key == (4, "a"):
+            raise RuntimeError("encode 4")
+        if fail_at == "encode-deleted" and key == (7, "gone"):
+            raise RuntimeError("encode 7")
+        return CODEC.encode_key(key)
+
+    results = [
+        _sorted(emit, slots, data, dumps=dumps, encode_key=encode_key)
+        for emit in (p.values[0] for p in SORTED)
+    ]
+    assert results[0][0] is not None
+    for other in results[1:]:
+        _same(results[0], other)
+
+
+def test_a_sets_rows_keep_the_held_spelling() -> None:
+    """Plain elements by key_dumps, others by encode_key of the held element (its _spell
+    entry), spelled when not exact; removed elements deleted unless cleared."""
+    members = {1, "a", (1, "b"), (2, True), 2.5}
+    spell = {(1, "b"): (1, "b"), (2, True): (2, True), 2.5: 2.5}
+    slots = [1, "a", (1.0, "b"), (2, 1), 2.5, (3, "gone"), "gone", float("nan")]
+    results = [_set(emit, slots, members, spell) for emit in (p.values[0] for p in SETS)]
+    error, rows = results[0]
+    assert error is None
+    assert rows[CODEC.raw_key_dumps(1)] == ENTRY_MARK
+    assert rows[CODEC.encode_key((1, "b"))[0]] == ENTRY_MARK
+    assert rows[CODEC.encode_key((2, True))[0]] == b"\xc1S" + CODEC.dumps((2, True))
+    assert rows[CODEC.encode_key((3, "gone"))[0]] is DELETED
+    assert rows[CODEC.raw_key_dumps("gone")] is DELETED
+    assert len(rows) == 7
+    for other in results[1:]:
+        _same(results[0], other)
+    empty = [_set(emit, [(1, "b")], {(1, "b")}, {}) for emit in (p.values[0] for p in SETS)]
+    assert empty[0][1] == {CODEC.encode_key((1, "b"))[0]: ENTRY_MARK}
+    for other in empty[1:]:
+        _same(empty[0], other)
+
+
+@pytest.mark.parametrize("fail_at", ["dumps", "encode", "encode-deleted", "membership"])
+def test_set_rows_fail_alike_part_way(fail_at: str) -> None:
+    members: set[Any] = {(k, "a") for k in range(6)} | {(6, True)}
+    spell = {m: m for m in members}
+    slots: list[Any] = [(k, "a") for k in range(6)] + [(6, 1), (7, "gone")]
+    if fail_at == "membership":
+        slots.insert(3, [1])  # unhashable
+
+    def dumps(value: Any) -> bytes:
+        if fail_at == "dumps":
+            raise ValueError("spelling")
+        return CODEC.raw_dumps(value)
+
+    def encode_key(key: Any) -> tuple[bytes, bool]:
+        if fail_at == "encode" and key == (4, "a"):
+            raise RuntimeError("encode 4")
+        if fail_at == "encode-deleted" and key == (7, "gone"):
+            raise RuntimeError("encode 7")
+        return CODEC.encode_key(key)
+
+    results = [
+        _set(emit, slots, members, spell, dumps=dumps, encode_key=encode_key)
+        for emit in (p.values[0] for p in SETS)
+    ]
+    assert results[0][0] is not None
+    for other in results[1:]:
+        _same(results[0], other)

@@ -40,6 +40,8 @@ static PyObject *str_pop;          /* "pop" */
 static PyObject *str_getstate;     /* "__getstate__" */
 static PyObject *str_dict;         /* "__dict__" */
 static PyObject *str_delitem;      /* "__delitem__" */
+static PyObject *str_maxes;        /* "_maxes" */
+static PyObject *str_lists;        /* "_lists" */
 static PyObject *int_zero;         /* 0 */
 static PyObject *int_one;          /* 1 */
 static PyObject *copyreg_newobj;   /* copyreg.__newobj__ */
@@ -1582,6 +1584,321 @@ error:
     return -1;
 }
 
+/* bisect_left(list, x), as the bisect module does it (item < x); -1 with an error set. */
+static Py_ssize_t
+bisect_left_in(PyObject *list, PyObject *x)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (mid >= PyList_GET_SIZE(list)) { /* the list shrank under a comparison */
+            PyErr_SetString(PyExc_RuntimeError, "a sorted list changed while it was read");
+            return -1;
+        }
+        PyObject *item = PyList_GET_ITEM(list, mid);
+        Py_INCREF(item);
+        int less = PyObject_RichCompareBool(item, x, Py_LT);
+        Py_DECREF(item);
+        if (less < 0) {
+            return -1;
+        }
+        if (less) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* The element of sortedcontainers' SortedList ``sorted_list`` equal to ``x`` (which it
+   holds): a new reference, or NULL with an error set. */
+static PyObject *
+sorted_list_held(PyObject *sorted_list, PyObject *x)
+{
+    PyObject *maxes = PyObject_GetAttr(sorted_list, str_maxes);
+    if (maxes == NULL) {
+        return NULL;
+    }
+    PyObject *lists = PyObject_GetAttr(sorted_list, str_lists);
+    if (lists == NULL) {
+        Py_DECREF(maxes);
+        return NULL;
+    }
+    PyObject *found = NULL;
+    if (!PyList_Check(maxes) || !PyList_Check(lists)) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedList (_maxes, _lists)");
+        goto done;
+    }
+    Py_ssize_t pos = bisect_left_in(maxes, x);
+    if (pos < 0) {
+        goto done;
+    }
+    if (pos >= PyList_GET_SIZE(lists)) {
+        PyErr_SetObject(PyExc_KeyError, x);
+        goto done;
+    }
+    PyObject *sub = PyList_GET_ITEM(lists, pos);
+    Py_INCREF(sub);
+    if (!PyList_Check(sub)) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedList (_lists)");
+        Py_DECREF(sub);
+        goto done;
+    }
+    Py_ssize_t i = bisect_left_in(sub, x);
+    if (i >= 0) {
+        if (i >= PyList_GET_SIZE(sub)) {
+            PyErr_SetObject(PyExc_KeyError, x);
+        }
+        else {
+            found = PyList_GET_ITEM(sub, i);
+            Py_INCREF(found);
+        }
+    }
+    Py_DECREF(sub);
+done:
+    Py_DECREF(maxes);
+    Py_DECREF(lists);
+    return found;
+}
+
+/* encode_key(key) as (row, exact): new references, or -1 with an error set. */
+static int
+encode_pair(PyObject *encode_key, PyObject *key, PyObject **row, int *exact)
+{
+    PyObject *pair = PyObject_CallOneArg(encode_key, key);
+    if (pair == NULL) {
+        return -1;
+    }
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "encode_key must return a (bytes, bool) pair");
+        return -1;
+    }
+    *exact = PyObject_IsTrue(PyTuple_GET_ITEM(pair, 1));
+    if (*exact < 0) {
+        Py_DECREF(pair);
+        return -1;
+    }
+    *row = PyTuple_GET_ITEM(pair, 0);
+    Py_INCREF(*row);
+    Py_DECREF(pair);
+    return 0;
+}
+
+/* A removed slot's row: DELETED under its stored key, none if it cannot be encoded. */
+static int
+emit_deleted(PyObject *rows, PyObject *slot, PyObject *encode_key, PyObject *deleted,
+             PyObject *unencodable)
+{
+    PyObject *key = encoded_key(encode_key, slot);
+    if (key == NULL) {
+        if (PyErr_ExceptionMatches(unencodable)) {
+            PyErr_Clear(); /* a key that cannot be encoded was never stored */
+            return 0;
+        }
+        return -1;
+    }
+    int status = PyDict_SetItem(rows, key, deleted);
+    Py_DECREF(key);
+    return status;
+}
+
+static int
+emit_sorted_live(PyObject *const *args, PyObject *slot)
+{
+    PyObject *rows = args[0], *data = args[2], *sorted_list = args[3], *dumps = args[5];
+    PyObject *encode_key = args[6], *prefix = args[7], *pack_entry = args[8];
+    PyObject *key = sorted_list_held(sorted_list, slot);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *row = NULL, *spelling = NULL, *payload = NULL;
+    int exact, status = -1;
+    if (encode_pair(encode_key, key, &row, &exact) < 0) {
+        goto done;
+    }
+    if (!exact) {
+        spelling = PyObject_CallOneArg(dumps, key);
+        if (spelling == NULL) {
+            goto done;
+        }
+    }
+    PyObject *value = PyDict_GetItemWithError(data, key);
+    if (value == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, key);
+        }
+        goto done;
+    }
+    Py_INCREF(value);
+    payload = PyObject_CallOneArg(dumps, value);
+    Py_DECREF(value);
+    if (payload == NULL) {
+        goto done;
+    }
+    if (spelling == NULL) {
+        status = set_row(rows, row, prefix, payload);
+    }
+    else {
+        PyObject *entry = PyObject_CallFunctionObjArgs(pack_entry, int_zero, spelling, payload,
+                                                       NULL);
+        if (entry == NULL) {
+            goto done;
+        }
+        status = PyDict_SetItem(rows, row, entry);
+        Py_DECREF(entry);
+    }
+done:
+    Py_XDECREF(payload);
+    Py_XDECREF(spelling);
+    Py_XDECREF(row);
+    Py_DECREF(key);
+    return status;
+}
+
+static PyObject *
+core_emit_sorted_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_Format(PyExc_TypeError, "emit_sorted_rows takes 11 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rows = args[0], *slots = args[1], *data = args[2], *deleted = args[9];
+    PyObject *encode_key = args[6], *unencodable = args[10];
+    int cleared = PyObject_IsTrue(args[4]);
+    if (cleared < 0) {
+        return NULL;
+    }
+    if (!PyDict_Check(rows) || !PyDict_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "emit_sorted_rows: rows and data must be dicts");
+        return NULL;
+    }
+    PyObject *iterator = PyObject_GetIter(slots);
+    if (iterator == NULL) {
+        return NULL;
+    }
+    PyObject *slot;
+    int status = 0;
+    while ((slot = PyIter_Next(iterator)) != NULL) {
+        int live = PyDict_Contains(data, slot);
+        if (live < 0) {
+            status = -1;
+        }
+        else if (live) {
+            status = emit_sorted_live(args, slot);
+        }
+        else if (!cleared) {
+            status = emit_deleted(rows, slot, encode_key, deleted, unencodable);
+        }
+        Py_DECREF(slot);
+        if (status < 0) {
+            break;
+        }
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int
+emit_set_live(PyObject *const *args, PyObject *slot)
+{
+    PyObject *rows = args[0], *spell = args[3], *key_dumps = args[5], *encode_key = args[6];
+    PyObject *plain = args[7], *entry_mark = args[8], *spelled = args[9], *dumps = args[10];
+    PyObject *value = NULL;
+    if (PyDict_GET_SIZE(spell)) {
+        value = PyDict_GetItemWithError(spell, slot);
+        if (value == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    PyObject *row;
+    int status;
+    if (value == NULL) {
+        int is_plain = PySet_Contains(plain, (PyObject *)Py_TYPE(slot));
+        if (is_plain < 0) {
+            return -1;
+        }
+        row = is_plain ? PyObject_CallOneArg(key_dumps, slot) : encoded_key(encode_key, slot);
+        if (row == NULL) {
+            return -1;
+        }
+        status = PyDict_SetItem(rows, row, entry_mark);
+        Py_DECREF(row);
+        return status;
+    }
+    Py_INCREF(value);
+    int exact;
+    if (encode_pair(encode_key, value, &row, &exact) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    if (exact) {
+        status = PyDict_SetItem(rows, row, entry_mark);
+    }
+    else {
+        PyObject *payload = PyObject_CallOneArg(dumps, value);
+        status = payload == NULL ? -1 : set_row(rows, row, spelled, payload);
+        Py_XDECREF(payload);
+    }
+    Py_DECREF(row);
+    Py_DECREF(value);
+    return status;
+}
+
+static PyObject *
+core_emit_set_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "emit_set_rows takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rows = args[0], *slots = args[1], *members = args[2], *spell = args[3];
+    PyObject *plain = args[7], *encode_key = args[6], *deleted = args[11];
+    PyObject *unencodable = args[12];
+    int cleared = PyObject_IsTrue(args[4]);
+    if (cleared < 0) {
+        return NULL;
+    }
+    if (!PyDict_Check(rows) || !PyAnySet_Check(members) || !PyDict_Check(spell) ||
+        !PyAnySet_Check(plain)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "emit_set_rows: rows and spell must be dicts, members and plain sets");
+        return NULL;
+    }
+    PyObject *iterator = PyObject_GetIter(slots);
+    if (iterator == NULL) {
+        return NULL;
+    }
+    PyObject *slot;
+    int status = 0;
+    while ((slot = PyIter_Next(iterator)) != NULL) {
+        int live = PySet_Contains(members, slot);
+        if (live < 0) {
+            status = -1;
+        }
+        else if (live) {
+            status = emit_set_live(args, slot);
+        }
+        else if (!cleared) {
+            status = emit_deleted(rows, slot, encode_key, deleted, unencodable);
+        }
+        Py_DECREF(slot);
+        if (status < 0) {
+            break;
+        }
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 core_emit_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1995,6 +2312,15 @@ static PyMethodDef core_functions[] = {
      "untrack($module, obj, /)\n--\n\n"
      "``obj``, no longer tracked by the cyclic collector (only for an object that can never "
      "be part of a reference cycle)."},
+    {"emit_sorted_rows", (PyCFunction)(void (*)(void))core_emit_sorted_rows, METH_FASTCALL,
+     "emit_sorted_rows(rows, slots, data, sorted_list, cleared, dumps, encode_key, prefix, "
+     "pack_entry, deleted, unencodable) -> None\n--\n\n"
+     "A sorted dict's changed entries as rows: see "
+     "objectspace.collections._pycore.emit_sorted_rows."},
+    {"emit_set_rows", (PyCFunction)(void (*)(void))core_emit_set_rows, METH_FASTCALL,
+     "emit_set_rows(rows, slots, members, spell, cleared, key_dumps, encode_key, plain, "
+     "entry_mark, spelled, dumps, deleted, unencodable) -> None\n--\n\n"
+     "A set's changed elements as rows: see objectspace.collections._pycore.emit_set_rows."},
     {"emit_rows", (PyCFunction)(void (*)(void))core_emit_rows, METH_FASTCALL,
      "emit_rows(rows, slots, data, order, key_dumps, dumps, pack_uint, plain, prefixes, "
      "entry_mark, deleted, encode_key, unencodable) -> bool\n--\n\n"
@@ -2019,7 +2345,8 @@ PyInit__core(void)
     if (intern(&str_touch, "_touch") < 0 || intern(&str_value, "value") < 0 || intern(&str_add, "add") < 0 ||
         intern(&str_append, "append") < 0 || intern(&str_popleft, "popleft") < 0 ||
         intern(&str_pop, "pop") < 0 || intern(&str_getstate, "__getstate__") < 0 ||
-        intern(&str_dict, "__dict__") < 0 || intern(&str_delitem, "__delitem__") < 0) {
+        intern(&str_dict, "__dict__") < 0 || intern(&str_delitem, "__delitem__") < 0 ||
+        intern(&str_maxes, "_maxes") < 0 || intern(&str_lists, "_lists") < 0) {
         goto error;
     }
     int_zero = PyLong_FromLong(0);

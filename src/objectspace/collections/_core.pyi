@@ -100,6 +100,36 @@ def emit_rows(
     /,
 ) -> bool: ...
 def untracked_set() -> set[Any]: ...
+def emit_sorted_rows(
+    rows: dict[bytes, Any],
+    slots: Iterable[Any],
+    data: dict[Any, Any],
+    sorted_list: Any,
+    cleared: bool,
+    dumps: Callable[[Any], bytes],
+    encode_key: Callable[[Any], tuple[bytes, bool]],
+    prefix: bytes,
+    pack_entry: Callable[[int, bytes | None, bytes], bytes],
+    deleted: object,
+    unencodable: tuple[type[BaseException], ...],
+    /,
+) -> None: ...
+def emit_set_rows(
+    rows: dict[bytes, Any],
+    slots: Iterable[Any],
+    members: AbstractSet[Any],
+    spell: dict[Any, Any],
+    cleared: bool,
+    key_dumps: Callable[[Any], bytes],
+    encode_key: Callable[[Any], tuple[bytes, bool]],
+    plain: AbstractSet[type],
+    entry_mark: bytes,
+    spelled: bytes,
+    dumps: Callable[[Any], bytes],
+    deleted: object,
+    unencodable: tuple[type[BaseException], ...],
+    /,
+) -> None: ...
 
 class KeyEncoder:
     def __init__(self, code: int, fallback: Callable[[Any], tuple[bytes, bool]]) -> None: ...

@@ -250,6 +250,18 @@ class _DictBase(KeyedObject, MutableMapping[Any, Any]):
         rows = out.table(self._t_items)
         if not page.cleared and self._plain_keys() and self._plain_rows(out, page.slots, plain):
             return  # no key held under another spelling (the common case)
+        self._emit_entries(out, rows, page, plain)
+
+    def _emit_entries(
+        self, out: Emitter, rows: dict[bytes, Any], page: Page, plain: frozenset[type]
+    ) -> None:
+        """The rows of ``page``'s slots, each keyed by the key the dict holds for it."""
+        dumps = out.dumps
+        key_dumps = out.key_dumps
+        encode_key = out.encode_key
+        pack_uint = out.pack_uint
+        number = self._numbers().get
+        data = self._data
         held = self._held
         for slot in page.slots:
             if slot in data:

@@ -21,6 +21,8 @@ __all__ = [
     "StackBase",
     "ValueBase",
     "emit_rows",
+    "emit_set_rows",
+    "emit_sorted_rows",
     "key_encoder",
     "untrack",
     "untracked_set",
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
         StackBase,
         ValueBase,
         emit_rows,
+        emit_set_rows,
+        emit_sorted_rows,
         key_encoder,
         untrack,
         untracked_set,
@@ -68,6 +72,8 @@ else:
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
     emit_rows = _module.emit_rows
+    emit_set_rows = _module.emit_set_rows
+    emit_sorted_rows = _module.emit_sorted_rows
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
     untrack = _module.untrack
     untracked_set = _module.untracked_set

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copyreg
 import operator
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -35,6 +36,8 @@ __all__ = [
     "StackBase",
     "ValueBase",
     "emit_rows",
+    "emit_set_rows",
+    "emit_sorted_rows",
     "key_encoder",
     "untrack",
     "untracked_set",
@@ -327,3 +330,81 @@ def key_encoder(
     extension type ``code`` in one C pass (the C extension's ``KeyEncoder``; here
     ``fallback`` itself, which stores them alike)."""
     return fallback
+
+
+def emit_sorted_rows(
+    rows: dict[bytes, Any],
+    slots: Iterable[Any],
+    data: dict[Any, Any],
+    sorted_list: Any,
+    cleared: bool,
+    dumps: Callable[[Any], bytes],
+    encode_key: Callable[[Any], tuple[bytes, bool]],
+    prefix: bytes,
+    pack_entry: Callable[[int, bytes | None, bytes], bytes],
+    deleted: object,
+    unencodable: tuple[type[BaseException], ...],
+) -> None:
+    """A sorted dict's changed entries (``slots``) as rows. A live slot's row is keyed by
+    ``encode_key`` of the key object the dict holds for it (found in ``sorted_list``, the
+    dict's ``SortedList`` of keys: an equal key may be spelled otherwise than the slot):
+    ``prefix`` (the entry mark of insertion number 0) and ``dumps`` of its value, or, when
+    the stored key does not decode to the held key, ``pack_entry(0, dumps(key), dumps of
+    the value)``. A removed slot's row is ``deleted``, unless ``cleared`` (the table is
+    deleted whole) or the slot cannot be encoded (``unencodable``: it was never stored)."""
+    for slot in slots:
+        if slot in data:
+            maxes = sorted_list._maxes
+            sub = sorted_list._lists[bisect_left(maxes, slot)]
+            key = sub[bisect_left(sub, slot)]
+            row, exact = encode_key(key)
+            spelling = None if exact else dumps(key)
+            payload = dumps(data[key])
+            rows[row] = prefix + payload if spelling is None else pack_entry(0, spelling, payload)
+        elif not cleared:
+            try:
+                row = encode_key(slot)[0]
+            except unencodable:
+                continue  # a key that cannot be encoded was never stored
+            rows[row] = deleted
+
+
+def emit_set_rows(
+    rows: dict[bytes, Any],
+    slots: Iterable[Any],
+    members: AbstractSet[Any],
+    spell: dict[Any, Any],
+    cleared: bool,
+    key_dumps: Callable[[Any], bytes],
+    encode_key: Callable[[Any], tuple[bytes, bool]],
+    plain: AbstractSet[type],
+    entry_mark: bytes,
+    spelled: bytes,
+    dumps: Callable[[Any], bytes],
+    deleted: object,
+    unencodable: tuple[type[BaseException], ...],
+) -> None:
+    """A set's changed elements (``slots``) as rows. A live slot's row is keyed by the
+    stored key of the element the set holds for it (``spell[slot]``, or, absent there, the
+    slot itself: ``key_dumps`` of a type in ``plain``, else ``encode_key``): ``entry_mark``,
+    or ``spelled`` and ``dumps`` of the element when the stored key does not decode to it.
+    A removed slot's row is ``deleted``, unless ``cleared`` or the slot cannot be encoded
+    (``unencodable``: it was never stored)."""
+    for slot in slots:
+        if slot in members:
+            value = spell.get(slot, _ABSENT) if spell else _ABSENT
+            if value is _ABSENT:
+                row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
+                rows[row] = entry_mark
+            else:
+                row, exact = encode_key(value)
+                rows[row] = entry_mark if exact else spelled + dumps(value)
+        elif not cleared:
+            try:
+                row = encode_key(slot)[0]
+            except unencodable:
+                continue  # an element that cannot be encoded was never stored
+            rows[row] = deleted
+
+
+_ABSENT = object()

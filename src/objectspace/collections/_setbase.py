@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableSet
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Self
 
-from objectspace.collections._impl import untracked_set
+from objectspace.collections._impl import emit_set_rows, untracked_set
 from objectspace.collections.base import ENTRY_MARK, UNENCODABLE, Emitter, KeyedObject, Page
 from objectspace.serialization import PLAIN_KEY_TYPES
 from objectspace.tables import DELETED, StateReader
@@ -148,27 +148,24 @@ class _SetBase(KeyedObject, MutableSet[Any]):
             return
         if page.cleared:
             out.truncate(self._t_items)
-        rows = out.table(self._t_items)
-        data = self._hash_set()
-        spell = self._spell
-        for slot in page.slots:
-            if slot in data:
-                # The slot is the element as the edit spelled it; the row keeps the set's.
-                # Not in _spell: the set holds a plain element, which is its own canonical
-                # form, the one any equal slot encodes to.
-                value = spell.get(slot, _MISSING) if spell else _MISSING
-                if value is _MISSING:
-                    row = key_dumps(slot) if type(slot) in plain else encode_key(slot)[0]
-                    rows[row] = ENTRY_MARK
-                else:
-                    row, exact = encode_key(value)
-                    rows[row] = ENTRY_MARK if exact else _SPELLED + dumps(value)
-            elif not page.cleared:
-                try:
-                    row = encode_key(slot)[0]
-                except UNENCODABLE:
-                    continue  # an element that cannot be encoded was never stored
-                rows[row] = DELETED
+        # Each slot is the element as the edit spelled it; the row keeps the set's (its
+        # _spell entry; not there: the set holds a plain element, which is its own
+        # canonical form, the one any equal slot encodes to). One C call.
+        emit_set_rows(
+            out.table(self._t_items),
+            page.slots,
+            self._hash_set(),
+            self._spell,
+            page.cleared,
+            key_dumps,
+            encode_key,
+            plain,
+            ENTRY_MARK,
+            _SPELLED,
+            dumps,
+            DELETED,
+            UNENCODABLE,
+        )
 
     @classmethod
     def _load_elements(

@@ -17,8 +17,16 @@ from objectspace.tables import StateReader
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
-from objectspace.collections._dictbase import _DictBase, _SortedItems, _SortedKeys, _SortedValues
-from objectspace.collections.base import SortedOrder
+from objectspace.collections._dictbase import (
+    _ENTRY_PREFIXES,
+    _DictBase,
+    _SortedItems,
+    _SortedKeys,
+    _SortedValues,
+)
+from objectspace.collections._impl import emit_sorted_rows
+from objectspace.collections.base import UNENCODABLE, Emitter, Page, SortedOrder, pack_entry
+from objectspace.tables import DELETED
 
 __all__ = ["PersistedSortedDict"]
 
@@ -64,6 +72,25 @@ class PersistedSortedDict(SortedOrder, _DictBase):
     def items(self) -> ItemsView[Any, Any]:
         """A read-only view of the (key, value) pairs, in key order; indexable."""
         return _SortedItems(self._data)
+
+    def _emit_entries(
+        self, out: Emitter, rows: dict[bytes, Any], page: Page, plain: frozenset[type]
+    ) -> None:
+        # The general loop, in one C call: the held key found in the sorted key list, an
+        # insertion number of 0 (a sorted dict keeps none).
+        emit_sorted_rows(
+            rows,
+            page.slots,
+            self._data,
+            self._data._list,
+            page.cleared,
+            out.dumps,
+            out.encode_key,
+            _ENTRY_PREFIXES[0],
+            pack_entry,
+            DELETED,
+            UNENCODABLE,
+        )
 
     def _held(self, slot: Any) -> Any:
         # The sorted key list holds the dict's key objects: O(log n), bisecting its
