@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NoReturn, TypeVar
 
-from objectspace.collections._impl import key_encoder
+from objectspace.collections import key_encoder
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.collections.dict import PersistedDict
