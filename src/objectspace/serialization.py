@@ -109,12 +109,10 @@ class Serializer:
 
     @property
     def flat_tuple_code(self) -> int | None:
-        """The msgpack extension type :attr:`raw_encode_key` stores a *flat* tuple key as
-        (a tuple of str, int within 64 bits, bytes and None: the ext value of its elements
-        packed one after the other, as msgpack-python packs them with ``use_bin_type``),
-        so that a save may pack such keys in C
-        (:class:`~objectspace.collections.key_encoder`); ``None``: this serializer stores
-        them otherwise."""
+        """The msgpack ext type :attr:`raw_encode_key` stores a tuple of str, int (64 bits),
+        bytes and None as (its elements packed one after the other, as msgpack-python
+        packs them), so a save may pack those in C (``objectspace.collections.key_encoder``);
+        ``None``: stored otherwise."""
         return None
 
     def encode_key(self, key: Any) -> tuple[bytes, bool]:
@@ -215,9 +213,7 @@ class MsgpackSerializer(Serializer):
         return encode
 
     @property
-    def flat_tuple_code(self) -> int | None:
-        # A subclass may store tuples its own way (its own _default): only this class's
-        # layout is known.
+    def flat_tuple_code(self) -> int | None:  # (a subclass may store tuples its own way)
         return _EXT_TUPLE if type(self) is MsgpackSerializer else None
 
     def _inner_pack(self) -> Callable[[Any], bytes]:

@@ -40,8 +40,9 @@ from objectspace.operators.combining import combine_latest, zip
 from objectspace.operators.dedup import dedup, distinct, distinct_until_changed
 from objectspace.operators.expiry import expire_after
 from objectspace.operators.ranking import top_k
+from objectspace.operators.sessions import session_window
 from objectspace.operators.slicing import skip, take
-from objectspace.operators.timewindows import session_window, sliding_window, tumbling_window
+from objectspace.operators.timewindows import sliding_window, tumbling_window
 from objectspace.operators.windows import buffer, window
 
 __all__ = [
