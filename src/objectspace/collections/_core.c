@@ -1705,6 +1705,45 @@ emit_deleted(PyObject *rows, PyObject *slot, PyObject *encode_key, PyObject *del
     return status;
 }
 
+typedef int (*emit_live_fn)(PyObject *const *args, PyObject *slot);
+
+/* The loop of emit_sorted_rows and emit_set_rows: each slot ``contains`` finds in
+   ``members`` goes to ``live``; a removed one, unless ``cleared``, becomes a DELETED row
+   (none if it cannot be encoded). None, or NULL with the error that stopped it. */
+static PyObject *
+emit_each(PyObject *const *args, PyObject *slots, PyObject *members,
+          int (*contains)(PyObject *, PyObject *), emit_live_fn live, int cleared,
+          PyObject *rows, PyObject *encode_key, PyObject *deleted, PyObject *unencodable)
+{
+    PyObject *iterator = PyObject_GetIter(slots);
+    if (iterator == NULL) {
+        return NULL;
+    }
+    PyObject *slot;
+    int status = 0;
+    while ((slot = PyIter_Next(iterator)) != NULL) {
+        int found = contains(members, slot);
+        if (found < 0) {
+            status = -1;
+        }
+        else if (found) {
+            status = live(args, slot);
+        }
+        else if (!cleared) {
+            status = emit_deleted(rows, slot, encode_key, deleted, unencodable);
+        }
+        Py_DECREF(slot);
+        if (status < 0) {
+            break;
+        }
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static int
 emit_sorted_live(PyObject *const *args, PyObject *slot)
 {
@@ -1775,33 +1814,8 @@ core_emit_sorted_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "emit_sorted_rows: rows and data must be dicts");
         return NULL;
     }
-    PyObject *iterator = PyObject_GetIter(slots);
-    if (iterator == NULL) {
-        return NULL;
-    }
-    PyObject *slot;
-    int status = 0;
-    while ((slot = PyIter_Next(iterator)) != NULL) {
-        int live = PyDict_Contains(data, slot);
-        if (live < 0) {
-            status = -1;
-        }
-        else if (live) {
-            status = emit_sorted_live(args, slot);
-        }
-        else if (!cleared) {
-            status = emit_deleted(rows, slot, encode_key, deleted, unencodable);
-        }
-        Py_DECREF(slot);
-        if (status < 0) {
-            break;
-        }
-    }
-    Py_DECREF(iterator);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return emit_each(args, slots, data, PyDict_Contains, emit_sorted_live, cleared, rows,
+                     encode_key, deleted, unencodable);
 }
 
 static int
@@ -1870,33 +1884,8 @@ core_emit_set_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "emit_set_rows: rows and spell must be dicts, members and plain sets");
         return NULL;
     }
-    PyObject *iterator = PyObject_GetIter(slots);
-    if (iterator == NULL) {
-        return NULL;
-    }
-    PyObject *slot;
-    int status = 0;
-    while ((slot = PyIter_Next(iterator)) != NULL) {
-        int live = PySet_Contains(members, slot);
-        if (live < 0) {
-            status = -1;
-        }
-        else if (live) {
-            status = emit_set_live(args, slot);
-        }
-        else if (!cleared) {
-            status = emit_deleted(rows, slot, encode_key, deleted, unencodable);
-        }
-        Py_DECREF(slot);
-        if (status < 0) {
-            break;
-        }
-    }
-    Py_DECREF(iterator);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return emit_each(args, slots, members, PySet_Contains, emit_set_live, cleared, rows,
+                     encode_key, deleted, unencodable);
 }
 
 static PyObject *
