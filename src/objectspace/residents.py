@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 
 __all__ = [
+    "ABSENT_KEPT",
     "COMPACT_BYTES",
     "ENTRY_BYTES",
     "OBJECT_BYTES",
@@ -37,6 +38,11 @@ OBJECT_BYTES = 240
 entry it holds: an estimate of their RAM (an object, its id, the space's reference; an
 entry's key, value and reference), not a measurement."""
 ENTRY_BYTES = 96
+ABSENT_KEPT = 1024
+"""How many ids the backing lacks a space's :class:`Residents` remembers across saves (a
+key's id asked for batch after batch, such as an operator's check for state older stores
+kept, is then looked up once, not once a batch); past it they are forgotten at the next
+save, which bounds their memory."""
 COMPACT_BYTES = 140
 """What :meth:`Residents.nbytes` counts per value kept between uses as a plain value (its
 id, its value and its entry; measured about 130 bytes for a float)."""
@@ -108,7 +114,7 @@ class Residents:
         self.space = space
         self.backing = backing
         self.loaded = 0
-        # Ids the backing was asked for and does not hold (until forget_absent).
+        # Ids the backing was asked for and does not hold (see forget_absent).
         self._absent: set[str] = set()
         self.compact: dict[str, Any] = {}
 
@@ -146,9 +152,13 @@ class Residents:
         self.loaded += 1
         return obj
 
-    def forget_absent(self) -> None:
-        """Forget which ids the backing lacked (it changed, or objects left memory)."""
-        self._absent.clear()
+    def forget_absent(self, beyond: int = 0) -> None:
+        """Forget which ids the backing lacked, if more than ``beyond`` (an id it lacks
+        becomes present only by being created in the space, which :meth:`fetch` hears of
+        with ``creating``; so they stay true across saves, and are forgotten to bound
+        their memory)."""
+        if len(self._absent) > beyond:
+            self._absent.clear()
 
     def ids(self, prefix: str = "") -> list[str]:
         """Ids starting with ``prefix``: in memory, then kept and not in memory (not
@@ -225,7 +235,6 @@ class Residents:
             if value is not _NONE:
                 compact[object_id] = value
             obj._space = None
-        self._absent.clear()
         return len(dropped)
 
     def copy_kept(self, out: Emitter, index: dict[bytes, Any]) -> None:

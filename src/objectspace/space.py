@@ -33,7 +33,7 @@ from objectspace.errors import (
     SerializationError,
     WrongKindError,
 )
-from objectspace.residents import Backing, Residents, decode_object
+from objectspace.residents import ABSENT_KEPT, Backing, Residents, decode_object
 from objectspace.serialization import MsgpackSerializer, Serializer
 from objectspace.tables import (
     DELETED,
@@ -355,7 +355,7 @@ class ObjectSpace:
         self._pending = {}
         self._pending_deleted = set()
         if residents is not None:
-            residents.forget_absent()
+            residents.forget_absent(ABSENT_KEPT)
 
     def checkpoint(
         self, store: WriterSource, kind: CheckpointKind = CheckpointKind.DIFFERENTIAL

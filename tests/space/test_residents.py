@@ -164,3 +164,43 @@ def test_large_plain_values_are_not_kept_as_values() -> None:
     assert list(residents.compact) == ["small"]  # evicted whole, not kept as values
     for i, value in enumerate(large):
         assert space.get_value(f"big{i}").value == value  # from the backing
+
+
+class _Counting(_Kept):
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.asked: list[str] = []
+
+    def fetch(self, object_id: str) -> tuple[bytes, dict[str, dict[bytes, bytes]]] | None:
+        self.asked.append(object_id)
+        return super().fetch(object_id)
+
+
+def test_an_id_the_backing_lacks_is_asked_for_once_across_saves() -> None:
+    """An operator asks for the same absent id batch after batch (state older stores kept):
+    the backing is asked once, across saves and evictions, until the id is created; the
+    ids remembered are bounded (ABSENT_KEPT), forgotten at the save past it."""
+    from objectspace.residents import ABSENT_KEPT
+
+    store = MemoryStore()
+    backing = _Counting(store)
+    space = ObjectSpace(backing=backing)
+    residents = space.residents
+    assert residents is not None
+    for _ in range(3):
+        assert "k/legacy" not in space
+        if "k/v" not in space:
+            space.create_value("k/v", 1.0)
+        space.checkpoint(store)
+        residents.evict(10)
+    assert backing.asked.count("k/legacy") == 1
+    space.create_dict("k/legacy")["a"] = 1  # created after it was absent: found after all
+    space.checkpoint(store)
+    residents.evict(10)
+    assert "k/legacy" in space and dict(space.get_dict("k/legacy")) == {"a": 1}
+    assert backing.asked.count("k/legacy") == 2  # loaded again after the eviction
+    for i in range(ABSENT_KEPT + 1):
+        assert f"gone/{i}" not in space
+    space.checkpoint(store)  # past the bound: forgotten
+    assert "gone/0" not in space
+    assert backing.asked.count("gone/0") == 2
