@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import (
     Callable,
     ItemsView,
@@ -91,13 +90,6 @@ class PersistedSortedDict(SortedOrder, _DictBase):
             DELETED,
             UNENCODABLE,
         )
-
-    def _held(self, slot: Any) -> Any:
-        # The sorted key list holds the dict's key objects: O(log n), bisecting its
-        # sublists (``index`` would build and then maintain a positional index).
-        sorted_list = self._data._list
-        sub = sorted_list._lists[bisect_left(sorted_list._maxes, slot)]
-        return sub[bisect_left(sub, slot)]
 
     def peekitem(self, index: int = -1) -> tuple[Any, Any]:
         """The (key, value) pair at position ``index`` in key order (the last by default)."""

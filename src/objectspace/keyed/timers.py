@@ -116,9 +116,7 @@ class Timers:
         ms = when if type(when) is int else to_ms(when, "a timer's time")
         ref = self._ref
         if not MIN_MS <= ms <= MAX_MS:
-            raise TimeError(
-                f"{ref!r}: a timer at {ms} epoch ms is outside the datetimes (years 1 to 9999)"
-            )
+            raise _out_of_range(repr(ref), ms)
         clock = ref.clock
         if clock is not None and clock.mode is None:
             raise TimeError(
@@ -274,13 +272,14 @@ def timer_registrar(space: ObjectSpace) -> Callable[[str, Any, int], None]:
 
     def register(prefix: str, key: Any, when: int) -> None:
         if not MIN_MS <= when <= MAX_MS:
-            raise TimeError(
-                f"<KeyRef {prefix!r}>: a timer at {when} epoch ms is outside the datetimes "
-                "(years 1 to 9999)"
-            )
+            raise _out_of_range(f"<KeyRef {prefix!r}>", when)
         add(prefix, key, when)
 
     return register
+
+
+def _out_of_range(who: str, ms: int) -> TimeError:
+    return TimeError(f"{who}: a timer at {ms} epoch ms is outside the datetimes (years 1 to 9999)")
 
 
 def drop_timers(space: ObjectSpace, prefix: str) -> None:

@@ -313,19 +313,16 @@ class _SessionWindow(_TimeWindowed):
                     sessions = shared_dict(KeyRef(space, ""), _SESSIONS)[0]
                 found = sessions._between((prefix,), (prefix + "\x00",))
                 if len(found) == 1:
-                    # The key's one session (the common case), as _fire takes it, inline:
-                    # emitted when it ended, else its timer re-armed at its end.
-                    at = found[0]
-                    stored = sessions._data[at]
-                    start = at[1]
-                    end = start + stored[0]
-                    if end > (when if floor is None or floor < when else floor):
-                        if register is None:
-                            register = timer_registrar(space)
-                        register(prefix, key, end)
+                    # The key's one session (the common case), as _fire takes it, without
+                    # a KeyRef or Timers: emitted when it ended, else its timer re-armed.
+                    at = when if floor is None or floor < when else floor
+                    row, end = self._fire_one(sessions, found[0], at)
+                    if row is not None:
+                        out.append((key, [row]))
                         continue
-                    del sessions[at]
-                    out.append((key, [self._row(start, end, stored, 1)]))
+                    if register is None:
+                        register = timer_registrar(space)
+                    register(prefix, key, end)
                     continue
                 rows = self._fire(sessions, found, when, KeyRef(space, prefix, key, (), clock))
             if rows:
@@ -341,18 +338,12 @@ class _SessionWindow(_TimeWindowed):
             return []
         clock = ref.clock
         now = when if clock is None or clock.now is None else max(clock.now, when)
-        if len(found) == 1:
-            # The key's one session (the common case), from its stored entry [length,
-            # count, sum(, min, max)]: emitted when it ended, else its timer re-armed.
-            at = found[0]
-            stored = sessions._data[at]
-            start = at[1]
-            end = start + stored[0]
-            if end > now:
+        if len(found) == 1:  # the key's one session (the common case)
+            row, end = self._fire_one(sessions, found[0], now)
+            if row is None:
                 Timers(ref).register(end)
                 return []
-            del sessions[at]
-            return [self._row(start, end, stored, 1)]
+            return [row]
         prefix = ref.prefix
         open_ = _expand(sessions._data, found)
         ended = [s for s, e in open_.items() if e[0] <= now]
@@ -367,6 +358,20 @@ class _SessionWindow(_TimeWindowed):
             # The timer that fired was the key's only one: arm the next.
             Timers(ref).register(_earliest_end(open_))
         return out
+
+    def _fire_one(
+        self, sessions: PersistedSortedDict, at: tuple[str, int], now: int
+    ) -> tuple[Row | None, int]:
+        """A key's one session, at key ``at`` of the shared dict, from its stored entry
+        [length, count, sum(, min, max)]: its row and end when it ended by ``now`` (the
+        entry deleted), else ``None`` and its end, where its timer is to be re-armed."""
+        stored = sessions._data[at]
+        start = at[1]
+        end = start + stored[0]
+        if end > now:
+            return None, end
+        del sessions[at]
+        return self._row(start, end, stored, 1), end
 
 
 def _earliest_end(sessions: dict[int, list[Any]]) -> int:
