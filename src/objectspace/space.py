@@ -47,7 +47,6 @@ from objectspace.tables import (
 __all__ = ["INDEX_TABLE", "ObjectSpace", "gc_paused"]
 
 INDEX_TABLE = "state/index"
-_TABLE_SUFFIXES = ("metadata", "items", "data")
 
 _T = TypeVar("_T", bound=PersistedObject)
 
@@ -92,9 +91,11 @@ class ObjectSpace:
         # Objects edited in the current page, and objects whose frozen page awaits on_saved.
         self._dirty: dict[str, PersistedObject] = {}
         self._pending: dict[str, PersistedObject] = {}
-        # Ids deleted in the current page, and in the frozen page awaiting on_saved.
-        self._deleted: set[str] = set()
-        self._pending_deleted: set[str] = set()
+        # Ids deleted in the current page, and in the frozen page awaiting on_saved, each
+        # with the tables its save deletes (its kind's TABLES; the kinds' union when an id
+        # was deleted, created as another kind and deleted again).
+        self._deleted: dict[str, tuple[str, ...]] = {}
+        self._pending_deleted: dict[str, tuple[str, ...]] = {}
 
     @property
     def serializer(self) -> Serializer:
@@ -232,7 +233,8 @@ class ObjectSpace:
         self._dirty.pop(object_id, None)
         self._pending.pop(object_id, None)
         obj._detach()
-        self._deleted.add(object_id)
+        tables = self._deleted.get(object_id)
+        self._deleted[object_id] = obj.TABLES if tables is None else _union(tables, obj.TABLES)
 
     def __contains__(self, object_id: object) -> bool:
         if object_id in self._objects:
@@ -271,7 +273,7 @@ class ObjectSpace:
         changed slots, metadata and table delete (a new object: all of it), per deleted
         object its table deletes. An estimate from the edit pages, nothing encoded;
         O(objects changed)."""
-        rows = (len(_TABLE_SUFFIXES) + 1) * len(self._deleted | self._pending_deleted)
+        rows = sum(len(t) + 1 for t in _deletes(self._pending_deleted, self._deleted).values())
         for object_id in self._dirty.keys() | self._pending.keys():
             obj = self._objects[object_id]
             page = obj._merged_page()
@@ -307,11 +309,11 @@ class ObjectSpace:
             encode_key = key_encoder(code, encode_key)
         out = Emitter(codec.raw_dumps, encode_key, codec.raw_key_dumps)
         index = out.table(INDEX_TABLE)
-        deleted = self._pending_deleted | self._deleted
+        deleted = _deletes(self._pending_deleted, self._deleted)
         if not full:
-            for object_id in deleted:
-                for suffix in _TABLE_SUFFIXES:
-                    out.truncate(f"state/item/{object_id}/{suffix}")
+            for object_id, tables in deleted.items():
+                for table in tables:
+                    out.truncate(f"state/item/{object_id}/{table}")
                 index[object_id.encode("utf-8")] = DELETED
         touched = self._pending | self._dirty
         targets = self._objects if full else touched
@@ -339,7 +341,7 @@ class ObjectSpace:
         self._pending = touched
         self._dirty = {}
         self._pending_deleted = deleted
-        self._deleted = set()
+        self._deleted = {}
         writer.merge(out.changes)
 
     def on_saved(self) -> None:
@@ -353,7 +355,7 @@ class ObjectSpace:
                 del objects[object_id]
                 objects[object_id] = obj
         self._pending = {}
-        self._pending_deleted = set()
+        self._pending_deleted = {}
         if residents is not None:
             residents.forget_absent(ABSENT_KEPT)
 
@@ -392,6 +394,27 @@ class ObjectSpace:
         return space
 
 
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    """The tables of ``first`` then those of ``second`` not in it."""
+    return first + tuple(t for t in second if t not in first)
+
+
+def _deletes(
+    pending: dict[str, tuple[str, ...]], current: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """The deletes of a save: those awaiting their commit (re-emitted, as their save may
+    not commit) and the current page's, the tables of an id in both united."""
+    if not pending:
+        return current
+    if not current:
+        return pending
+    merged = dict(pending)
+    for object_id, tables in current.items():
+        before = merged.get(object_id)
+        merged[object_id] = tables if before is None else _union(before, tables)
+    return merged
+
+
 def _explain(
     serializer: Serializer, obj: PersistedObject, page: Page, whole: bool, exc: Exception
 ) -> NoReturn:
@@ -416,7 +439,7 @@ def discard(space: ObjectSpace) -> None:
     space._objects = {}
     space._dirty = {}
     space._pending = {}
-    space._deleted = set()
-    space._pending_deleted = set()
+    space._deleted = {}
+    space._pending_deleted = {}
     if space._residents is not None:
         space._residents.compact = {}

@@ -26,6 +26,7 @@ class PersistedArray(PersistedObject, ArrayBase):
     """
 
     KIND = "Array"
+    TABLES = ("metadata", "items")
     __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, data: list[Any]) -> None:

@@ -231,8 +231,8 @@ class Emitter:
 class PersistedObject(ObjectBase):
     """Base of the ten persisted types. Not instantiated directly: use ``space.create_*``.
 
-    Subclasses set :attr:`KIND` (the name stored in ``state/index``), implement
-    :meth:`_emit` (write a page, or the whole object) and :meth:`_load`.
+    Subclasses set :attr:`KIND` (the name stored in ``state/index``) and :attr:`TABLES`,
+    implement :meth:`_emit` (write a page, or the whole object) and :meth:`_load`.
 
     The fields (``_id``, ``_dirty``, ``_meta`` ...) are slots of :class:`ObjectBase`, from
     the C extension when it was built (see :mod:`objectspace.collections._impl`). Table
@@ -240,6 +240,10 @@ class PersistedObject(ObjectBase):
     """
 
     KIND: ClassVar[str] = ""
+    # The tables a kind writes, as the last component of ``state/item/<id>/<table>``: what
+    # a checkpoint deletes when the object is deleted (each kind has always written the
+    # same ones, so no other table of a deleted object's id can hold rows).
+    TABLES: ClassVar[tuple[str, ...]] = ("metadata", "items", "data")
     __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str) -> None:

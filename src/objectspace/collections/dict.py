@@ -33,6 +33,7 @@ class PersistedDict(_DictBase):
     """
 
     KIND = "Dict"
+    TABLES = ("items",)
     __slots__ = ("_next", "_order", "_spell")
 
     def __init__(self, space: ObjectSpace, object_id: str, data: dict[Any, Any] | None = None):

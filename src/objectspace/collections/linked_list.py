@@ -96,6 +96,7 @@ class PersistedLinkedList(PersistedObject):
     """
 
     KIND = "LinkedList"
+    TABLES = ("metadata", "items", "data")
     __slots__ = ("_count", "_first", "_last", "_links", "_next_id", "_nodes")
 
     def __init__(self, space: ObjectSpace, object_id: str) -> None:

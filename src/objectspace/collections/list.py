@@ -43,6 +43,7 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
     """
 
     KIND = "List"
+    TABLES = ("metadata", "items")
     __slots__ = ("_from", "_head", "_stored_head", "_stored_len")
 
     def __init__(

@@ -29,6 +29,7 @@ class PersistedQueue(PersistedObject, QueueBase):
     """
 
     KIND = "Queue"
+    TABLES = ("metadata", "items")
     __slots__ = ()
 
     def __init__(

@@ -16,6 +16,7 @@ class PersistedSet(_SetBase):
     """A set (``collections.abc.MutableSet``); add, discard and membership are O(1)."""
 
     KIND = "Set"
+    TABLES = ("items",)
     __slots__ = ()
 
     @staticmethod

@@ -38,6 +38,7 @@ class PersistedSortedDict(SortedOrder, _DictBase):
     """
 
     KIND = "SortedDict"
+    TABLES = ("items",)
     __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):

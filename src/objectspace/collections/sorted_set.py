@@ -21,6 +21,7 @@ class PersistedSortedSet(SortedOrder, _SetBase):
     """
 
     KIND = "SortedSet"
+    TABLES = ("items",)
     __slots__ = ()
 
     @staticmethod

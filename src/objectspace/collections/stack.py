@@ -28,6 +28,7 @@ class PersistedStack(PersistedObject, StackBase):
     """
 
     KIND = "Stack"
+    TABLES = ("metadata", "items")
     __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:

@@ -28,6 +28,7 @@ class PersistedValue(PersistedObject, ValueBase):
     """
 
     KIND = "Value"
+    TABLES = ("items",)
     __slots__ = ()
 
     def __init__(self, space: ObjectSpace, object_id: str, value: Any = None) -> None:
