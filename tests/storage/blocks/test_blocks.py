@@ -269,32 +269,34 @@ def test_lookup_decodes_only_the_chunks_of_its_range() -> None:
     assert again == found
 
 
-def test_table_name_splits_are_kept_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(names, "_SPLITS", {})
-    monkeypatch.setattr(names, "_SPLITS_MAX", 8)
+def test_table_names_split_into_folder_and_last_component() -> None:
     changes = {f"state/item/{i}/items": TableChanges(rows={b"\x01": b"x" * 9}) for i in range(6)}
-    first = blocks.encode_block(changes, False)
-    assert len(names._SPLITS) == 6
-    again = blocks.encode_block(changes, False)  # every split found
-    assert again == first
-    more = {f"a/{i}/b": TableChanges(rows={b"1": b"y"}) for i in range(5)}
-    blocks.encode_block(more, False)  # 6 + 5 > 8: the kept splits are dropped first
-    assert len(names._SPLITS) == 5
-    many = {f"m/{i}/n": TableChanges(rows={b"1": b"y"}) for i in range(9)}
-    block, rows = blocks.encode_block(many, False)  # more than the bound: not kept
-    assert len(names._SPLITS) == 5 and rows == 9
-    assert blocks.decode_block(block, "test")[1] == [(f"m/{i}/n", b"1", b"y") for i in range(9)]
-    assert blocks.block_heads(changes) == [f"state/item/{i}" for i in range(6)]
+    changes["a/b/c/d"] = TableChanges(rows={b"1": b"y"})
+    changes["top"] = TableChanges(rows={b"1": b"y"})
+    assert names._splits(changes) == [
+        *[(f"state/item/{i}", "items") for i in range(6)],
+        ("a/b/c", "d"),
+        ("", "top"),
+    ]
+    block, rows = blocks.encode_block(changes, False)
+    assert rows == 8
+    assert blocks.decode_block(block, "test")[1] == [
+        (name, key, value) for name, c in changes.items() for key, value in c.rows.items()
+    ]
+    assert blocks.block_heads(changes) == [
+        *[f"state/item/{i}" for i in range(6)],
+        "a/b/c",
+        "",
+    ]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
-    monkeypatch: pytest.MonkeyPatch, seed: int
+def test_names_split_and_matched_in_c_level_passes_are_those_of_one_name_at_a_time(
+    seed: int,
 ) -> None:
-    """Names are split and folders matched in C-level passes, kept when within the caches'
-    bound and not beyond: the splits and matches are those of one name at a time, and the
-    blocks the same either way (plain folders among numbered ones, leading zeros, 19
-    digits, non-ASCII digits, NULs, several numbers)."""
+    """Names are split and folders matched in C-level passes: the splits and matches are
+    those of one name at a time, and the blocks decode to the rows (plain folders among
+    numbered ones, leading zeros, 19 digits, non-ASCII digits, NULs, several numbers)."""
     rng = random.Random(seed)
     folders = [f"state/item/{rng.randrange(10**6)}/sessions" for _ in range(40)]
     folders += ["state", "state/item/#time/due", "state/item/007/x", "a/1234567890123456789/b"]
@@ -313,10 +315,7 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
         for i, folder in enumerate(folders)
         for tail in ("items", "metadata")
     }
-    monkeypatch.setattr(names, "_SPLITS", {})
-    monkeypatch.setattr(names, "_NUMBERS", {})
     cached = blocks.encode_block(changes, False, compact=True)
-    assert len(names._SPLITS) == len(changes) and len(names._NUMBERS) == len(folders)
     split = names._splits(changes)
     assert split == [(n.rpartition("/")[0], n.rpartition("/")[2]) for n in changes]
     assert sorted(blocks.decode_block(cached[0], "b")[1]) == sorted(
@@ -324,12 +323,8 @@ def test_a_save_of_more_tables_than_the_name_caches_keep_writes_the_same_block(
     )
     templates = names._name_templates(folders)
     assert templates == _templates_by_definition(folders)
-    monkeypatch.setattr(names, "_SPLITS_MAX", 4)  # every call now beyond the bound
-    assert names._splits(changes) == split
     assert names._numbered_all(folders) == [names._numbered(f) for f in folders]
-    assert names._name_templates(folders) == templates
     assert blocks.encode_block(changes, False, compact=True) == cached
-    assert len(names._SPLITS) == len(changes)  # beyond the bound: nothing more kept
     assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
 
 
@@ -352,21 +347,6 @@ def _templates_by_definition(folders: list[str]) -> Any:
         order.extend(members[n] for n in numbers)
         column.append([template, columns._uvarints(columns._deltas(numbers))])
     return order, others, column
-
-
-def test_a_few_new_names_are_split_one_by_one_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(names, "_SPLITS", {})
-    monkeypatch.setattr(names, "_SPLITS_MAX", 20)
-    tables = [f"state/item/{i}/items" for i in range(16)]
-    assert names._splits(tables) == [(t[:-6], "items") for t in tables]
-    kept = dict(names._SPLITS)
-    more = [*tables, "state/item/new/values"]  # one missing of 17: split alone
-    assert names._splits(more)[-1] == ("state/item/new", "values")
-    assert {**kept, "state/item/new/values": ("state/item/new", "values")} == names._SPLITS
-    assert all(names._SPLITS[t] is kept[t] for t in tables)  # the others not split again
-    fresh = [f"a/{i}/b" for i in range(5)]  # 17 + 5 > 20: dropped first, then kept
-    assert names._splits(fresh) == [(f"a/{i}", "b") for i in range(5)]
-    assert sorted(names._SPLITS) == sorted(fresh)
 
 
 @pytest.mark.parametrize("dict_id", [1, 63, 64, 300])

@@ -39,70 +39,25 @@ def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
     return list(dict.fromkeys(map(_FIRST, _splits(changes))))
 
 
-_SPLITS: dict[str, tuple[str, str]] = {}
-_SPLITS_MAX = 1 << 14
-
-
 def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
-    """Each table name's (folder, last component). A save names the same tables as the
-    last one (an object's tables keep their names), so the splits of up to
-    :data:`_SPLITS_MAX` names are kept: found in one C-level pass. A few names missing
-    are split one by one; more (a first save, a save of more names than are kept, or
-    the saves of a batch's key groups when together they name more than are kept) are
-    split all at once in C-level passes, and kept unless beyond the bound (the kept ones
-    are dropped first when they would exceed it)."""
-    names = list(names)
-    fits = len(names) <= _SPLITS_MAX
-    if fits:
-        found: list[tuple[str, str] | None] = list(map(_SPLITS.get, names))
-        misses = found.count(None)
-        if not misses:
-            return found  # type: ignore[return-value]
-        if misses * _FEW < len(names):
-            if len(_SPLITS) + misses > _SPLITS_MAX:
-                _SPLITS.clear()
-            for i, name in enumerate(names):
-                if found[i] is None:
-                    head, _, tail = name.rpartition("/")
-                    found[i] = _SPLITS[name] = (head, tail)
-            return found  # type: ignore[return-value]
+    """Each table name's (folder, last component), in C-level passes. (Not cached: a save
+    names the tables of the objects it touches, which at scale are mostly others than the
+    last save's, and a cache of them only churns.)"""
     parts = list(map(str.rpartition, names, repeat("/")))
-    split = list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
-    if fits:
-        _keep(_SPLITS, names, split)
-    return split
-
-
-# A lookup missing fewer than one name in _FEW fills the misses one by one.
-_FEW = 8
-
-
-def _keep(cache: dict[str, Any], names: Sequence[str], found: Sequence[Any]) -> None:
-    """Keep ``found`` for ``names`` in ``cache`` (a name cache of at most
-    :data:`_SPLITS_MAX` entries), dropping what it kept first if they would exceed that."""
-    if len(cache) + len(names) > _SPLITS_MAX:
-        cache.clear()
-    cache.update(zip(names, found, strict=True))
+    return list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
 
 
 # a folder name around its first decimal number (no leading zero, at most 18 digits)
 _NUMBERED = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z", re.DOTALL)
-_PLAIN: tuple[()] = ()  # a folder that is not numbered (cached as such)
-_NUMBERS: dict[str, tuple[str, int] | tuple[()]] = {}
+_PLAIN: tuple[()] = ()  # a folder that is not numbered
 
 
 def _numbered(folder: str) -> tuple[str, int] | tuple[()]:
     """``folder`` as (template, number): the template is ``prefix NUL suffix`` around its
     first decimal number, if that number has no leading zero (so that the number between
     the template's parts is ``folder``) and the folder has no NUL; else ``()``."""
-    found = _NUMBERS.get(folder)
-    if found is None:
-        match = None if "\x00" in folder else _NUMBERED.match(folder)
-        found = _PLAIN if match is None else (f"{match[1]}\x00{match[3] or ''}", int(match[2]))
-        if len(_NUMBERS) >= _SPLITS_MAX:
-            _NUMBERS.clear()
-        _NUMBERS[folder] = found
-    return found
+    match = None if "\x00" in folder else _NUMBERED.match(folder)
+    return _PLAIN if match is None else (f"{match[1]}\x00{match[3] or ''}", int(match[2]))
 
 
 # the pattern of _NUMBERED with an empty suffix group where it has none
@@ -112,8 +67,8 @@ _AROUND = itemgetter(0, 2)
 
 
 def _numbered_all(folders: Sequence[str]) -> list[tuple[str, int] | tuple[()]]:
-    """:func:`_numbered` of each of ``folders``, uncached, in C-level passes (but for
-    placing the numbered ones among plain ones)."""
+    """:func:`_numbered` of each of ``folders``, in C-level passes (but for placing the
+    numbered ones among plain ones)."""
     if "\x00" in "".join(folders):
         return [_PLAIN if "\x00" in f else _numbered(f) for f in folders]
     matches = list(map(_NUMBERED_ALL.match, folders))
@@ -137,16 +92,7 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     delta-encoded as unsigned LEB128 varints. ``None`` when no two folders share a
     template. The numbers cost a byte or two each where the names cost what zstd makes of
     their digits and the repeated text."""
-    found: list[tuple[str, int] | tuple[()] | None]
-    fits = len(folders) <= _SPLITS_MAX
-    found = list(map(_NUMBERS.get, folders)) if fits else []
-    misses = found.count(None)
-    if fits and misses and misses * _FEW < len(folders):  # a few: one by one (kept)
-        found = [_numbered(f) if t is None else t for f, t in zip(folders, found, strict=True)]
-    elif misses or not fits:  # as _splits does: in C-level passes, kept unless beyond the bound
-        found = _numbered_all(folders)  # type: ignore[assignment]
-        if fits:
-            _keep(_NUMBERS, folders, found)
+    found = _numbered_all(folders)
     # The common cases in C-level passes: the numbered folders share one template (a
     # key's objects in every key with an integer key), with or without plain ones beside
     # them (the key group's own: its index, its timers).
