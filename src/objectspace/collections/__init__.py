@@ -6,7 +6,7 @@ twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
 
 from __future__ import annotations
 
-from objectspace.collections._impl import key_encoder, untrack
+from objectspace.collections._impl import key_encoder, numbered_folders, untrack
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import PersistedObject
 from objectspace.collections.dict import PersistedDict
@@ -34,6 +34,7 @@ __all__ = [
     "PersistedStack",
     "PersistedValue",
     "key_encoder",
+    "numbered_folders",
     "untrack",
 ]
 

@@ -2293,6 +2293,131 @@ core_untrack(PyObject *module, PyObject *obj)
     return obj;
 }
 
+/* ---- numbered_folders: each folder around its first decimal number -----------------------
+   The match of ``(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z`` (re.DOTALL; ``\D``: not a Unicode
+   decimal digit, as ``str.isdecimal``) without a regular expression: the first decimal
+   character must start a run of 1 to 18 ASCII digits without a leading zero (or be a lone
+   "0") that ends the folder or is followed by a character that is not decimal. The
+   template is the folder with the number replaced by NUL; a folder holding a NUL is not
+   numbered. Consecutive folders of one template share one str object. */
+
+static PyObject *
+numbered_one(PyObject *folder, PyObject **last)
+{
+    if (!PyUnicode_Check(folder)) {
+        PyErr_Format(PyExc_TypeError, "a folder name is a str, not %.100s", Py_TYPE(folder)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(folder);
+    int kind = PyUnicode_KIND(folder);
+    const void *data = PyUnicode_DATA(folder);
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch == 0) {
+            return PyTuple_New(0);
+        }
+        if (Py_UNICODE_ISDECIMAL(ch)) {
+            break;
+        }
+        i++;
+    }
+    if (i == n) {
+        return PyTuple_New(0);
+    }
+    Py_UCS4 first = PyUnicode_READ(kind, data, i);
+    Py_ssize_t j = i + 1;
+    unsigned long long number = first - '0';
+    if (first < '0' || first > '9') {
+        return PyTuple_New(0);
+    }
+    if (first != '0') {
+        while (j < n && j - i < 18) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, j);
+            if (ch < '0' || ch > '9') {
+                break;
+            }
+            number = number * 10 + (ch - '0');
+            j++;
+        }
+    }
+    if (j < n && Py_UNICODE_ISDECIMAL(PyUnicode_READ(kind, data, j))) {
+        return PyTuple_New(0);
+    }
+    for (Py_ssize_t k = j; k < n; k++) {  /* a NUL after the number: not numbered either */
+        if (PyUnicode_READ(kind, data, k) == 0) {
+            return PyTuple_New(0);
+        }
+    }
+    /* The template: the folder's characters before and after the number, a NUL between. */
+    Py_ssize_t length = i + 1 + (n - j);
+    PyObject *template = NULL;
+    if (*last != NULL && PyUnicode_GET_LENGTH(*last) == length && PyUnicode_KIND(*last) == kind) {
+        const char *a = (const char *)PyUnicode_DATA(*last);
+        const char *b = (const char *)data;
+        if (memcmp(a, b, (size_t)i * kind) == 0 && PyUnicode_READ(kind, a, i) == 0 &&
+            memcmp(a + (i + 1) * kind, b + j * kind, (size_t)(n - j) * kind) == 0) {
+            template = Py_NewRef(*last);
+        }
+    }
+    if (template == NULL) {
+        template = PyUnicode_New(length, PyUnicode_MAX_CHAR_VALUE(folder));
+        if (template == NULL) {
+            return NULL;
+        }
+        if (PyUnicode_CopyCharacters(template, 0, folder, 0, i) < 0 ||
+            PyUnicode_WriteChar(template, i, 0) < 0 ||
+            PyUnicode_CopyCharacters(template, i + 1, folder, j, n - j) < 0) {
+            Py_DECREF(template);
+            return NULL;
+        }
+        Py_XSETREF(*last, Py_NewRef(template));
+    }
+    PyObject *value = PyLong_FromUnsignedLongLong(number);
+    if (value == NULL) {
+        Py_DECREF(template);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(template);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, template);
+    PyTuple_SET_ITEM(pair, 1, value);
+    return pair;
+}
+
+static PyObject *
+core_numbered_folders(PyObject *Py_UNUSED(module), PyObject *folders)
+{
+    PyObject *seq = PySequence_Fast(folders, "numbered_folders takes a sequence of folder names");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    PyObject *last = NULL;
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *found = numbered_one(PySequence_Fast_GET_ITEM(seq, k), &last);
+        if (found == NULL) {
+            Py_XDECREF(last);
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, found);
+    }
+    Py_XDECREF(last);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef core_functions[] = {
     {"untracked_set", core_untracked_set, METH_NOARGS,
      "untracked_set($module, /)\n--\n\n"
@@ -2314,6 +2439,10 @@ static PyMethodDef core_functions[] = {
      "emit_rows(rows, slots, data, order, key_dumps, dumps, pack_uint, plain, prefixes, "
      "entry_mark, deleted, encode_key, unencodable) -> bool\n--\n\n"
      "A dict's changed entries as rows: see objectspace.collections._pycore.emit_rows."},
+    {"numbered_folders", core_numbered_folders, METH_O,
+     "numbered_folders($module, folders, /)\n--\n\n"
+     "Each folder as (template, number) around its first decimal number, or (): see "
+     "objectspace.collections._pycore.numbered_folders."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,6 +24,7 @@ __all__ = [
     "emit_set_rows",
     "emit_sorted_rows",
     "key_encoder",
+    "numbered_folders",
     "untrack",
     "untracked_set",
 ]
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
         emit_set_rows,
         emit_sorted_rows,
         key_encoder,
+        numbered_folders,
         untrack,
         untracked_set,
     )
@@ -75,5 +77,6 @@ else:
     emit_set_rows = _module.emit_set_rows
     emit_sorted_rows = _module.emit_sorted_rows
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
+    numbered_folders = _module.numbered_folders
     untrack = _module.untrack
     untracked_set = _module.untracked_set

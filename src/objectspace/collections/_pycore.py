@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copyreg
 import operator
+import re
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +40,7 @@ __all__ = [
     "emit_set_rows",
     "emit_sorted_rows",
     "key_encoder",
+    "numbered_folders",
     "untrack",
     "untracked_set",
 ]
@@ -408,3 +410,25 @@ def emit_set_rows(
 
 
 _ABSENT = object()
+
+
+# a folder name around its first decimal number (no leading zero, at most 18 digits)
+_NUMBERED = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*|)\Z", re.DOTALL)
+_GROUPS = operator.methodcaller("group", 1, 2, 3)
+
+
+def numbered_folders(folders: Iterable[str], /) -> list[tuple[str, int] | tuple[()]]:
+    """Each of ``folders`` as (template, number), the template being ``prefix NUL suffix``
+    around its first decimal number, if that number has no leading zero (so that the
+    number between the template's parts is the folder) and the folder has no NUL; else
+    ``()``. (Table folders in a block: a key's objects with integer keys,
+    ``state/item/17/buf``, share the template ``state/item/\x00/buf``.)"""
+    found: list[tuple[str, int] | tuple[()]] = []
+    for folder in folders:
+        match = None if "\x00" in folder else _NUMBERED.match(folder)
+        if match is None:
+            found.append(())
+        else:
+            prefix, digits, suffix = _GROUPS(match)
+            found.append((f"{prefix}\x00{suffix}", int(digits)))
+    return found

@@ -5,15 +5,15 @@ names made safe as one path component.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, compress, repeat
-from operator import itemgetter, methodcaller, not_
+from operator import itemgetter, not_
 from typing import Any, cast
 from urllib.parse import quote
 
 import xxhash
 
+from objectspace.collections import numbered_folders
 from objectspace.storage.blocks.columns import _deltas, _read_uvarints, _uvarints
 from objectspace.tables import TableChanges
 
@@ -47,8 +47,6 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
     return list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
 
 
-# a folder name around its first decimal number (no leading zero, at most 18 digits)
-_NUMBERED = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z", re.DOTALL)
 _PLAIN: tuple[()] = ()  # a folder that is not numbered
 
 
@@ -56,32 +54,12 @@ def _numbered(folder: str) -> tuple[str, int] | tuple[()]:
     """``folder`` as (template, number): the template is ``prefix NUL suffix`` around its
     first decimal number, if that number has no leading zero (so that the number between
     the template's parts is ``folder``) and the folder has no NUL; else ``()``."""
-    match = None if "\x00" in folder else _NUMBERED.match(folder)
-    return _PLAIN if match is None else (f"{match[1]}\x00{match[3] or ''}", int(match[2]))
-
-
-# the pattern of _NUMBERED with an empty suffix group where it has none
-_NUMBERED_ALL = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*|)\Z", re.DOTALL)
-_GROUPS = methodcaller("group", 1, 2, 3)
-_AROUND = itemgetter(0, 2)
+    return numbered_folders((folder,))[0]
 
 
 def _numbered_all(folders: Sequence[str]) -> list[tuple[str, int] | tuple[()]]:
-    """:func:`_numbered` of each of ``folders``, in C-level passes (but for placing the
-    numbered ones among plain ones)."""
-    if "\x00" in "".join(folders):
-        return [_PLAIN if "\x00" in f else _numbered(f) for f in folders]
-    matches = list(map(_NUMBERED_ALL.match, folders))
-    numbered = list(map(bool, matches))
-    parts = list(map(_GROUPS, compress(matches, numbered)))
-    templates = map("\x00".join, map(_AROUND, parts))
-    pairs = list(zip(templates, map(int, map(_SECOND, parts)), strict=True))
-    if len(pairs) == len(folders):
-        return pairs  # type: ignore[return-value]
-    found: list[tuple[str, int] | tuple[()]] = [_PLAIN] * len(folders)
-    for i, pair in zip(compress(range(len(folders)), numbered), pairs, strict=True):
-        found[i] = pair
-    return found
+    """:func:`_numbered` of each of ``folders``, in one C pass (or its pure-Python twin)."""
+    return numbered_folders(folders)
 
 
 def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[list[Any]]] | None:
