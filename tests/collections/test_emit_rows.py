@@ -14,15 +14,10 @@ from objectspace.collections import _pycore
 from objectspace.collections.base import ENTRY_MARK, UNENCODABLE
 from objectspace.serialization import PLAIN_KEY_TYPES, MsgpackSerializer
 from objectspace.tables import DELETED
+from tests.support.twins import CORE as _core
+from tests.support.twins import twins
 
-try:
-    from objectspace.collections import _core
-except ImportError:  # pragma: no cover - the C extension was not built
-    _core = None  # type: ignore[assignment]
-
-IMPLEMENTATIONS = [pytest.param(_pycore.emit_rows, id="python")]
-if _core is not None:
-    IMPLEMENTATIONS.append(pytest.param(_core.emit_rows, id="c"))
+IMPLEMENTATIONS = twins("emit_rows")
 
 PREFIXES = tuple(ENTRY_MARK + msgpack.packb(n) for n in range(4))
 CODEC = MsgpackSerializer()
@@ -160,11 +155,8 @@ def test_both_give_the_same_rows() -> None:
 
 # -- emit_sorted_rows and emit_set_rows: a sorted dict's and a set's general loops ----------
 
-SORTED = [pytest.param(_pycore.emit_sorted_rows, id="python")]
-SETS = [pytest.param(_pycore.emit_set_rows, id="python")]
-if _core is not None:
-    SORTED.append(pytest.param(_core.emit_sorted_rows, id="c"))
-    SETS.append(pytest.param(_core.emit_set_rows, id="c"))
+SORTED = twins("emit_sorted_rows")
+SETS = twins("emit_set_rows")
 
 
 def _sorted(

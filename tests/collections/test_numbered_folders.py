@@ -11,16 +11,10 @@ from typing import Any
 
 import pytest
 
-from objectspace.collections import _pycore
+from tests.support.twins import CORE as _core
+from tests.support.twins import twins
 
-try:
-    from objectspace.collections import _core
-except ImportError:  # pragma: no cover - the C extension was not built
-    _core = None  # type: ignore[assignment]
-
-IMPLEMENTATIONS = [pytest.param(_pycore.numbered_folders, id="python")]
-if _core is not None:
-    IMPLEMENTATIONS.append(pytest.param(_core.numbered_folders, id="c"))
+IMPLEMENTATIONS = twins("numbered_folders")
 
 # The definition: the first decimal number (no leading zero, at most 18 digits) between a
 # prefix and a suffix of characters that are not decimal digits; a NUL anywhere: none.
