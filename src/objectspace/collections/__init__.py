@@ -6,7 +6,7 @@ twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
 
 from __future__ import annotations
 
-from objectspace.collections._impl import key_encoder, numbered_folders, untrack
+from objectspace.collections._impl import key_encoder, numbered_folders, untrack, utc_from_ms
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import PersistedObject
 from objectspace.collections.dict import PersistedDict
@@ -36,6 +36,7 @@ __all__ = [
     "key_encoder",
     "numbered_folders",
     "untrack",
+    "utc_from_ms",
 ]
 
 KINDS: dict[str, type[PersistedObject]] = {

@@ -28,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <datetime.h>
 
 /* -- module state (single-phase init: one interpreter) ------------------------------------- */
 
@@ -2418,6 +2419,62 @@ core_numbered_folders(PyObject *Py_UNUSED(module), PyObject *folders)
     return out;
 }
 
+/* ---- datetime_from_ms: epoch milliseconds as an aware UTC datetime ---------------------
+   For an exact int between 0001-01-01 and 9999-12-31T23:59:59.999 UTC (what a datetime
+   holds): the datetime EPOCH + timedelta(milliseconds=ms) gives, built from the civil date
+   of the day number (H. Hinnant's days_from_civil inverse). Anything else goes to
+   ``fallback`` (which raises what the Python function raises). */
+
+#define MS_PER_DAY 86400000LL
+#define FIRST_MS (-62135596800000LL)  /* 0001-01-01T00:00:00 UTC */
+#define LAST_MS 253402300799999LL     /* 9999-12-31T23:59:59.999 UTC */
+
+static PyObject *
+core_datetime_from_ms(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "datetime_from_ms takes two arguments (fallback, ms)");
+        return NULL;
+    }
+    PyObject *ms_obj = args[1];
+    if (PyLong_CheckExact(ms_obj)) {
+        int overflow = 0;
+        long long ms = PyLong_AsLongLongAndOverflow(ms_obj, &overflow);
+        if (ms == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (!overflow && ms >= FIRST_MS && ms <= LAST_MS) {
+            long long days = ms / MS_PER_DAY;
+            long long rest = ms % MS_PER_DAY;
+            if (rest < 0) {
+                rest += MS_PER_DAY;
+                days -= 1;
+            }
+            /* civil_from_days (days since 1970-01-01 to year, month, day) */
+            long long z = days + 719468;
+            long long era = (z >= 0 ? z : z - 146096) / 146097;
+            long long doe = z - era * 146097;
+            long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+            long long y = yoe + era * 400;
+            long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+            long long mp = (5 * doy + 2) / 153;
+            int d = (int)(doy - (153 * mp + 2) / 5 + 1);
+            int m = (int)(mp < 10 ? mp + 3 : mp - 9);
+            if (m <= 2) {
+                y += 1;
+            }
+            int hour = (int)(rest / 3600000);
+            int minute = (int)(rest / 60000 % 60);
+            int second = (int)(rest / 1000 % 60);
+            int usecond = (int)(rest % 1000) * 1000;
+            return PyDateTimeAPI->DateTime_FromDateAndTime((int)y, m, d, hour, minute, second, usecond,
+                                                           PyDateTime_TimeZone_UTC,
+                                                           PyDateTimeAPI->DateTimeType);
+        }
+    }
+    return PyObject_CallOneArg(args[0], ms_obj);
+}
+
 static PyMethodDef core_functions[] = {
     {"untracked_set", core_untracked_set, METH_NOARGS,
      "untracked_set($module, /)\n--\n\n"
@@ -2439,6 +2496,10 @@ static PyMethodDef core_functions[] = {
      "emit_rows(rows, slots, data, order, key_dumps, dumps, pack_uint, plain, prefixes, "
      "entry_mark, deleted, encode_key, unencodable) -> bool\n--\n\n"
      "A dict's changed entries as rows: see objectspace.collections._pycore.emit_rows."},
+    {"datetime_from_ms", (PyCFunction)(void (*)(void))core_datetime_from_ms, METH_FASTCALL,
+     "datetime_from_ms($module, fallback, ms, /)\n--\n\n"
+     "Epoch milliseconds ``ms`` (an int within datetime's range) as an aware UTC datetime; "
+     "anything else is ``fallback(ms)``."},
     {"numbered_folders", core_numbered_folders, METH_O,
      "numbered_folders($module, folders, /)\n--\n\n"
      "Each folder as (template, number) around its first decimal number, or (): see "
@@ -2465,6 +2526,10 @@ PyInit__core(void)
         intern(&str_pop, "pop") < 0 || intern(&str_getstate, "__getstate__") < 0 ||
         intern(&str_dict, "__dict__") < 0 || intern(&str_delitem, "__delitem__") < 0 ||
         intern(&str_maxes, "_maxes") < 0 || intern(&str_lists, "_lists") < 0) {
+        goto error;
+    }
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) {
         goto error;
     }
     int_zero = PyLong_FromLong(0);

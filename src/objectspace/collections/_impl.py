@@ -7,6 +7,7 @@ C compiler is available), else the pure-Python :mod:`objectspace.collections._py
 
 from __future__ import annotations
 
+import functools
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
@@ -27,6 +28,7 @@ __all__ = [
     "numbered_folders",
     "untrack",
     "untracked_set",
+    "utc_from_ms",
 ]
 
 PURE_PYTHON_ENV = "OBJECTSPACE_PURE_PYTHON"
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
         numbered_folders,
         untrack,
         untracked_set,
+        utc_from_ms,
     )
 else:
     _module, IMPLEMENTATION = _choose()
@@ -78,5 +81,12 @@ else:
     emit_sorted_rows = _module.emit_sorted_rows
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
     numbered_folders = _module.numbered_folders
+    if IMPLEMENTATION == "c":
+
+        def utc_from_ms(fallback):
+            return functools.partial(_module.datetime_from_ms, fallback)
+
+    else:
+        utc_from_ms = _module.utc_from_ms
     untrack = _module.untrack
     untracked_set = _module.untracked_set

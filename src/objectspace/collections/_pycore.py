@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 
 # copyreg's reconstructor for protocol-2 style pickles (not in its type stubs).
+_D = TypeVar("_D")
 _NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "numbered_folders",
     "untrack",
     "untracked_set",
+    "utc_from_ms",
 ]
 
 
@@ -432,3 +434,10 @@ def numbered_folders(folders: Iterable[str], /) -> list[tuple[str, int] | tuple[
             prefix, digits, suffix = _GROUPS(match)
             found.append((f"{prefix}\x00{suffix}", int(digits)))
     return found
+
+
+def utc_from_ms(fallback: Callable[[int], _D], /) -> Callable[[int], _D]:
+    """Epoch milliseconds to an aware UTC datetime: ``fallback`` itself here. The C
+    extension's is its ``datetime_from_ms`` bound to ``fallback``: the datetime built in C
+    for an int within datetime's range, ``fallback`` called for anything else."""
+    return fallback

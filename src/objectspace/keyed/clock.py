@@ -9,9 +9,11 @@ string like ``"2 minutes 30 seconds"``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from objectspace.collections import utc_from_ms
 from objectspace.errors import TimeError
 
 __all__ = [
@@ -121,7 +123,7 @@ def to_ms(when: object, what: str = "a time") -> int:
     )
 
 
-def from_ms(ms: int) -> datetime:
+def _from_ms(ms: int) -> datetime:
     """Epoch milliseconds as an aware UTC datetime; :class:`TimeError` outside
     :data:`MIN_MS` .. :data:`MAX_MS`."""
     try:
@@ -130,6 +132,12 @@ def from_ms(ms: int) -> datetime:
         raise TimeError(
             f"{ms} epoch ms is outside the datetimes (years 1 to 9999): it has no datetime"
         ) from None
+
+
+from_ms: Callable[[int], datetime] = utc_from_ms(_from_ms)
+"""Epoch milliseconds as an aware UTC datetime; :class:`TimeError` outside
+:data:`MIN_MS` .. :data:`MAX_MS`. (An int in range is made a datetime in C when the
+extension was built: a timer's time and a window's bounds, for every timer and output row.)"""
 
 
 @dataclass(frozen=True, slots=True)
