@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
 
 # copyreg's reconstructor for protocol-2 style pickles (not in its type stubs).
-_D = TypeVar("_D")
 _NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]
+_D = TypeVar("_D")  # what utc_from_ms's fallback returns
 
 __all__ = [
     "ArrayBase",
