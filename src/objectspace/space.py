@@ -334,7 +334,7 @@ class ObjectSpace:
                 if kind is None:
                     kind = kind_values[obj.KIND] = self._serializer.dumps({"kind": obj.KIND})
                 index[object_id.encode("utf-8")] = kind
-            if object_id in touched:
+            if not full or object_id in touched:  # a differential save's targets are touched
                 pages.append((obj, page))
         for obj, page in pages:
             obj._freeze(page)
@@ -349,8 +349,12 @@ class ObjectSpace:
         once the backing holds them)."""
         objects = self._objects
         residents = self._residents
+        plain = PersistedObject._acknowledge
         for object_id, obj in self._pending.items():
-            obj._acknowledge()
+            if type(obj)._acknowledge is plain:
+                obj._pending = None  # what it does, without a call per object
+            else:
+                obj._acknowledge()
             if residents is not None and object_id in objects:  # the latest saved go last
                 del objects[object_id]
                 objects[object_id] = obj

@@ -512,6 +512,36 @@ def test_failed_commit_then_differential_save_writes_the_unsaved_slots(store: os
     assert list(load(store).get_list("l")) == ["a", "b", "c"]
 
 
+def test_a_value_carries_a_failed_saves_edits_into_the_next(store: osp.Store) -> None:
+    # A value's save keeps the page of a failed commit: a new value is written with its
+    # kind row, a set value with its row, by the next save even when nothing changed since.
+    space = osp.ObjectSpace()
+    space.create_value("kept", 1)
+    space.checkpoint(store)
+    space.create_value("new", [1, 2])
+    space.get_value("kept").value = 2
+    for _ in range(2):  # failing twice loses nothing either
+        writer = failing_writer(store)
+        space.save(writer)
+        with pytest.raises(CommitFailed):
+            writer.commit()
+    assert cost(space, store) == (3, 0, 0)  # "new": kind row and value; "kept": value
+    restored = load(store)
+    assert restored.get_value("new").value == [1, 2]
+    assert restored.get_value("kept").value == 2
+    assert cost(space, store) == (0, 0, 0)  # acknowledged: nothing left to write
+    space.get_value("kept").value = 3
+    writer = failing_writer(store)
+    space.save(writer)
+    with pytest.raises(CommitFailed):
+        writer.commit()
+    space.get_value("kept").value = 4  # set again after the failed save: written once
+    assert cost(space, store) == (1, 0, 0)
+    assert load(store).get_value("kept").value == 4
+    assert cost(space, store, FULL) == (4, 0, 0)  # a full save writes every value
+    assert_no_stale_rows(store)
+
+
 def test_edits_between_save_and_on_saved_stay_dirty(store: osp.Store) -> None:
     space = osp.ObjectSpace()
     d = space.create_dict("d")

@@ -216,14 +216,16 @@ class Emitter:
         """The row edits of table ``name`` (key → bytes or DELETED), created on first use."""
         changes = self.changes.get(name)
         if changes is None:
-            changes = self.changes[name] = TableChanges()
+            # Untracked: it holds a bool and a dict of bytes, so it can be in no cycle, and
+            # the collector need not walk it (a save makes one per table it writes).
+            changes = self.changes[name] = untrack(TableChanges())
         return changes.rows
 
     def truncate(self, name: str) -> None:
         """Delete the whole table ``name`` before the rows emitted after this call."""
         changes = self.changes.get(name)
         if changes is None:
-            changes = self.changes[name] = TableChanges()
+            changes = self.changes[name] = untrack(TableChanges())
         changes.truncated = True
         changes.rows.clear()
 

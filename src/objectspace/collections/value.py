@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from objectspace.collections._impl import ValueBase
+from objectspace.collections._impl import ValueBase, untrack
 from objectspace.collections.base import Emitter, Page, PersistedObject
-from objectspace.tables import StateReader
+from objectspace.tables import StateReader, TableChanges
 
 if TYPE_CHECKING:
     from objectspace.space import ObjectSpace
@@ -15,6 +15,13 @@ if TYPE_CHECKING:
 __all__ = ["PersistedValue"]
 
 _KEY = b"value"
+
+# A value's page says only whether it is new and whether its value was set (it has no
+# slots, links or length, and is never cleared): one of four shared pages, [new][meta],
+# which nothing changes after it is made (a merge makes a new page).
+_PAGES = tuple(
+    tuple(untrack(Page(new, False, meta)) for meta in (False, True)) for new in (False, True)
+)
 
 
 class PersistedValue(PersistedObject, ValueBase):
@@ -34,6 +41,29 @@ class PersistedValue(PersistedObject, ValueBase):
     def __init__(self, space: ObjectSpace, object_id: str, value: Any = None) -> None:
         super().__init__(space, object_id)
         self._value = value
+
+    def _save(self, out: Emitter, full: bool) -> Page:
+        # What _merged_page and _emit do, in one frame (once per set value per save).
+        new = self._new
+        meta = self._meta
+        pending = self._pending
+        if pending is not None:
+            new = new or pending.new
+            meta = meta or pending.meta
+        if full or new or meta:
+            name = f"state/item/{self._id}/items"
+            changes = out.changes.get(name)
+            if changes is None:
+                changes = out.changes[name] = untrack(TableChanges())
+            changes.rows[_KEY] = out.dumps(self._value)
+        return _PAGES[new][meta]
+
+    def _freeze(self, page: Page) -> None:
+        # PersistedObject._freeze for a value (no dirty slots, never cleared, no extra).
+        self._pending = page
+        self._registered = False
+        self._meta = False
+        self._new = False
 
     def _emit(self, out: Emitter, page: Page, whole: bool) -> None:
         if whole or page.meta:

@@ -197,7 +197,15 @@ class KeyState(KeyRef):
         if ttl is not None:
             ms = parse_duration(ttl, "ttl")
             return TtlValue(self, self._id(name), default, ms)  # type: ignore[return-value]
-        return self._get(name, PersistedValue, lambda i: self.space.create_value(i, default))
+        # _get, in this frame (a function calls it for every key and timer).
+        object_id = self.prefix + _escape(name)
+        space = self.space
+        obj = space.find(object_id)
+        if type(obj) is PersistedValue:
+            return obj
+        if obj is None:
+            return space.create_value(object_id, default)
+        return space.get_as(object_id, PersistedValue)  # raises WrongKindError
 
     def array(self, name: str, length: int, fill: Any = None) -> PersistedArray:
         """A fixed-length array, created with every slot ``fill``."""
