@@ -24,7 +24,8 @@ For each, :class:`~objectspace.spark.StatefulRunner` (``parallelism=4``,
    (default 5) more 1% batches from checkpoint ``runner.job.last_checkpoint() + 1``.
    The runner puts a copy of each local store in the storage's file area every 10
    checkpoints (``local_copy_every``; ``--no-copies``: never), which a cold restart starts
-   from.
+   from. ``--rescale P``: the runner after the restart runs at parallelism ``P`` (a cold
+   restart then starts from the copies of the old instances that share its key groups).
 
 Input rows are made by Spark (``spark.range`` + expressions): the driver holds none.
 
@@ -52,6 +53,7 @@ comparison at equal size.
     .venv/bin/python -m benchmarks.bench_residency [--keys N] [--dict-keys M]
         [--load-batch B] [--dict-load-batch B] [--batches 10] [--after-restart 5] [--storage DIR]
         [--tws-keys N] [--tws-dict-keys M] [--skip-tws] [--skip-dict] [--json PATH]
+        [--cold] [--no-copies] [--rescale P]
 
 A smoke run: ``--keys 200000 --dict-keys 50000 --batches 3 --after-restart 2``. The
 figures are printed as tables and written to a JSON file (``--json``, default
@@ -506,7 +508,9 @@ def load_batch(args: argparse.Namespace, case: str) -> int:
     return int(args.dict_load_batch or args.load_batch) if case == "dict" else int(args.load_batch)
 
 
-def make_runner(case: str, url: str, local_dir: str, copies: bool = True) -> Any:
+def make_runner(
+    case: str, url: str, local_dir: str, copies: bool = True, parallelism: int = 4
+) -> Any:
     from objectspace.spark import StatefulRunner
 
     return StatefulRunner(
@@ -518,7 +522,7 @@ def make_runner(case: str, url: str, local_dir: str, copies: bool = True) -> Any
         job=f"residency-{case}",
         operator=case,
         max_key_groups=128,
-        parallelism=4,
+        parallelism=parallelism,
         local_dir=local_dir,
         local_copy_every=10 if copies else None,
     )
@@ -628,7 +632,7 @@ def run_runner(
         if args.cold:  # a new executor elsewhere: no local store
             shutil.rmtree(local_dir, ignore_errors=True)
         spark = new_session()
-        runner = make_runner(case, url, local_dir, not args.no_copies)
+        runner = make_runner(case, url, local_dir, not args.no_copies, args.rescale or 4)
         last = runner.job.last_checkpoint()
         run.restart_seconds = time.perf_counter() - t0
         if last != cid - 1:
@@ -1013,6 +1017,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-copies", action="store_true", help="local_copy_every=None (no local store copies)"
     )
+    parser.add_argument(
+        "--rescale",
+        type=int,
+        metavar="P",
+        help="run at parallelism P after the restart (the instances before it: 4)",
+    )
     parser.add_argument("--skip-dict", action="store_true", help="only the value case")
     parser.add_argument("--skip-value", action="store_true", help="only the dict case")
     parser.add_argument("--json", help="where to write the figures (default: temp dir)")
@@ -1072,8 +1082,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"command: {command}")
     print(
         "Session: local[2], spark.executor.pyspark.memory=1g, shuffle partitions 4; "
-        "StatefulRunner parallelism 4, max_key_groups 128, sqlite:/// storage, default "
+        "StatefulRunner parallelism 4"
+        + (f" ({args.rescale} after the restart)" if args.rescale else "")
+        + ", max_key_groups 128, sqlite:/// storage, default "
         "memory budget; 1% batches: N/100 distinct keys each."
+        + (" Cold restart (local stores deleted)." if args.cold else "")
     )
     for r in runners:
         print(

@@ -6,19 +6,15 @@ str width."""
 from __future__ import annotations
 
 import random
-import re
 from typing import Any
 
 import pytest
 
+from tests.support.numbered import expected
 from tests.support.twins import CORE as _core
 from tests.support.twins import twins
 
 IMPLEMENTATIONS = twins("numbered_folders")
-
-# The definition: the first decimal number (no leading zero, at most 18 digits) between a
-# prefix and a suffix of characters that are not decimal digits; a NUL anywhere: none.
-DEFINITION = re.compile(r"(\D*)(0|[1-9][0-9]{0,17})(\D.*)?\Z", re.DOTALL)
 
 # ASCII digits and letters, "/", NUL, decimal digits of other scripts (Arabic-Indic,
 # fullwidth, a mathematical digit beyond the BMP), digits that are not decimal (superscript
@@ -34,13 +30,6 @@ ALPHABET = [
     "\u4e2d",
     "\U0001f600",
 ]
-
-
-def expected(folder: str) -> tuple[str, int] | tuple[()]:
-    match = None if "\x00" in folder else DEFINITION.match(folder)
-    if match is None:
-        return ()
-    return f"{match[1]}\x00{match[3] or ''}", int(match[2])
 
 
 def random_folder(rng: random.Random) -> str:

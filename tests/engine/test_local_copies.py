@@ -38,6 +38,7 @@ def _batches(seed: int, n: int, keys: int = 400, rows: int = 60) -> list[list[di
 
 
 def _run(batches: list[list[dict[str, Any]]], storage: str, local: str, **kw: Any) -> Any:
+    kw.setdefault("parallelism", 2)
     return simulate(
         _sum,
         batches,
@@ -46,7 +47,6 @@ def _run(batches: list[list[dict[str, Any]]], storage: str, local: str, **kw: An
         storage=storage,
         memory_budget="64 MiB",
         local_dir=local,
-        parallelism=2,
         max_key_groups=16,
         retain=None,
         **kw,
@@ -82,10 +82,47 @@ def test_a_process_without_its_local_store_starts_from_a_copy(tmp_path: Any) -> 
     assert stats.copy_bytes_written == 0  # the copy it started from is 4 checkpoints old
 
 
+@pytest.mark.parametrize("parallelism", [3, 1])
+def test_a_rescaled_job_starts_from_the_copies_made_at_the_old_parallelism(
+    parallelism: int, tmp_path: Any
+) -> None:
+    batches = _batches(5, 14)
+    every = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 3)]  # every instance runs
+    plain = simulate(_sum, [*batches, every], key="k", order_by="t", max_key_groups=16)
+    runs = []
+    for copy_every in (10, None):
+        storage = f"sqlite:///{tmp_path / f'{copy_every}.db'}"
+        # Two instances (copies at checkpoints 0 and 10), then a new process at another
+        # parallelism with no local store.
+        _run(batches, storage, str(tmp_path / f"a{copy_every}"), local_copy_every=copy_every)
+        runs.append(
+            _cold(
+                storage,
+                str(tmp_path / f"b{copy_every}"),
+                14,
+                every,
+                parallelism=parallelism,
+                local_copy_every=copy_every,
+            )
+        )
+    seeded, rebuilt = runs
+    assert seeded.outputs[-1] == rebuilt.outputs[-1] == plain.outputs[-1]
+    # From the old instances' copies (checkpoint 10): the writes of checkpoints 11-13
+    # alone; without copies, every key group's whole chain.
+    assert seeded.stats[-1].copy_bytes_read > 0
+    assert 0 < seeded.stats[-1].rows_read < rebuilt.stats[-1].rows_read / 3
+    # The new instances put copies of their own, and those of the two old ones are gone.
+    stores = {name.split(".")[0] for name in os.listdir(tmp_path / "10.db.files")}
+    assert {tuple(s.split("-")[1:]) for s in stores} == {
+        (str(parallelism), str(i)) for i in range(parallelism)
+    }
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_cold_starts_give_what_an_uninterrupted_run_gives(seed: int, tmp_path: Any) -> None:
     """Random workloads; the state goes cold (a new local folder) at random checkpoints,
-    with compactions between copies (those key groups are rebuilt, the others caught up)."""
+    with compactions between copies (those key groups are rebuilt, the others caught up)
+    and at a random parallelism each time (seeded from the old instances' copies)."""
     rng = random.Random(seed)
     batches = _batches(seed, 24)
     storage = f"sqlite:///{tmp_path / 'state.db'}"
@@ -100,6 +137,7 @@ def test_cold_starts_give_what_an_uninterrupted_run_gives(seed: int, tmp_path: A
             str(tmp_path / f"local-{stop}"),
             compaction=policy,
             local_copy_every=rng.choice([1, 3, 5]),
+            parallelism=rng.choice([1, 2, 3, 5]),
         )
         outputs += run.outputs[done:stop]
         done = stop
@@ -126,6 +164,31 @@ def test_a_damaged_copy_is_skipped_for_an_older_one(tmp_path: Any) -> None:
     # and, that copy being 12 checkpoints old, a new one put
     assert cold.stats[-1].copy_bytes_written > 0
     assert sum(".000000000012." in n for n in os.listdir(folder)) == 2
+
+
+def test_a_rescaled_start_skips_a_damaged_old_copy(tmp_path: Any) -> None:
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = _batches(6, 12)
+    _run(batches, storage, str(tmp_path / "a"))  # copies at 0 and 10 of two instances
+    folder = tmp_path / "state.db.files"
+    damaged = next(n for n in sorted(os.listdir(folder)) if ".000000000010." in n)
+    data = bytearray((folder / damaged).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / damaged).write_bytes(bytes(data))
+    other = f"abcdef-2-0.000000000011.{'0' * 32}.db.zst"  # another operator's
+    (folder / other).write_bytes(b"never read")
+    sizes = {n: os.path.getsize(folder / n) for n in os.listdir(folder)}
+    last = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 7)]
+    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 12, last, parallelism=4)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    # Each new instance read the old copies its key groups overlap: one of them the
+    # damaged copy, then the older copy of its store; never the other operator's file.
+    read = cold.stats[-1].copy_bytes_read
+    store = damaged.split(".")[0]  # old instance 0, whose key groups new 0 and 1 hold
+    older = next(n for n in sizes if n.startswith(store + ".000000000000."))
+    newest = [n for n in sizes if ".000000000010." in n]
+    assert read == 2 * sum(sizes[n] for n in newest) + 2 * sizes[older]
 
 
 def test_a_cold_start_on_every_storage(any_storage_url: str, tmp_path: Any) -> None:

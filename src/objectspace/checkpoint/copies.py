@@ -16,9 +16,14 @@ too, which are applied only if that save was committed), compressed with zstd, n
 ``<store>.<checkpoint, 12 digits>.<sha-256 of the bytes, 32 hex digits>.db.zst``. A reader
 verifies the digest before it decompresses anything, and then opens the file as any local
 store (its identity and schema are checked; each row carries a CRC): a copy that fails is
-skipped for the next older one. The newest :data:`KEEP` copies of a store are kept; a
-copy put at one parallelism deletes the operator's copies at any other (a rescale left
-them: a copy serves only the key groups of its own instance).
+skipped for the next older one. The newest :data:`KEEP` copies of a store are kept.
+
+After a rescale no instance has a copy of its own: a process that opens one without a
+local file builds it from the copies of the instances at the old parallelism whose key
+groups overlap its own, each giving the key groups they share
+(:func:`download_rescaled`), and catches those up as it would its own copy's. Once every
+instance at the new parallelism has put a copy, the next copy put deletes the operator's
+copies at any other.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Callable
 
 import zstandard
 
@@ -34,7 +40,7 @@ from objectspace.checkpoint.local import LocalStore
 from objectspace.errors import StorageError
 from objectspace.storage.areas import FileArea
 
-__all__ = ["KEEP", "download", "upload"]
+__all__ = ["KEEP", "download", "download_rescaled", "upload"]
 
 KEEP = 2
 """Copies kept per store (the newest ones)."""
@@ -71,15 +77,24 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
         local.set_copied_at(previous)
         raise
     # One listing: this store's copies beyond the newest KEEP, and the operator's copies
-    # at another parallelism (left by a run before a rescale).
+    # at other parallelisms (left by runs before a rescale): at once those that cannot
+    # seed anything (download_rescaled takes the parallelism of the newest), the others
+    # once every instance at this parallelism has a copy (until then they seed those
+    # that have none).
     operator, parallelism, _ = store.split("-")
     found = _copies(area)
     mine = [name for other, _, _, name in found if other == store]
-    stale = [
-        name
+    others = [
+        (other.split("-")[1], name)
         for other, _, _, name in found
         if other.startswith(operator + "-") and other.split("-")[1] != parallelism
     ]
+    seeding = others[0][0] if others else None
+    if {other for other, _, _, _ in found} >= {
+        f"{operator}-{parallelism}-{index}" for index in range(int(parallelism))
+    }:
+        seeding = None
+    stale = [name for old, name in others if old != seeding]
     area.delete([*mine[KEEP:], *stale])
     return size
 
@@ -112,29 +127,98 @@ def download(area: FileArea, store: str, at_most: int, path: str) -> tuple[int, 
         if other != store or checkpoint_id > at_most:
             continue
         with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
-            packed = os.path.join(tmp, "store.db.zst")
-            try:
-                size = area.get(name, packed)
-            except StorageError:
-                continue
-            if size is None:
-                continue
+            size, part = _fetch(area, name, digest, tmp)
             read += size
-            found = hashlib.sha256()
-            with open(packed, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    found.update(chunk)
-            if found.hexdigest()[:32] != digest:
+            if part is None:
                 continue  # damaged: an older copy, or none
-            part = os.path.join(tmp, "store.db")
-            try:
-                with open(packed, "rb") as source, open(part, "wb") as target:
-                    zstandard.ZstdDecompressor().copy_stream(source, target)
-            except zstandard.ZstdError:
-                continue
             try:
                 os.link(part, path)  # (never over a file another process made)
             except FileExistsError:
                 return read, False
             return read, True
     return read, False
+
+
+def download_rescaled(
+    area: FileArea,
+    store: str,
+    key_groups: range,
+    at_most: int,
+    path: str,
+    identity: bytes,
+    range_of: Callable[[int, int], range],
+) -> tuple[int, int]:
+    """Seed ``path`` (unless a file is there) for ``store``, an instance of its operator at
+    a parallelism that has no copy yet (the job was rescaled), from the copies of the
+    instances at the parallelism of the newest copies made at or before ``at_most``: each
+    one whose key groups (``range_of(index, parallelism)``) overlap ``key_groups`` gives
+    those it shares (:meth:`LocalStore.build`); a damaged copy gives way to an older one
+    of its store, and the key groups no copy gives are rebuilt from storage as before.
+    Returns the bytes read from ``area`` and how many key groups the seed holds."""
+    operator, parallelism, _ = store.split("-")
+    others = [
+        copy
+        for copy in _copies(area)
+        if copy[1] <= at_most
+        and copy[0].startswith(operator + "-")
+        and copy[0].split("-")[1] != parallelism
+    ]
+    if not others:
+        return 0, 0
+    old = int(others[0][0].split("-")[1])  # the parallelism of the newest copy
+    read = 0
+    folder = os.path.dirname(path)
+    with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
+        sources: list[tuple[str, range]] = []
+        for index in range(old):
+            owned = range_of(index, old)
+            shared = range(max(owned.start, key_groups.start), min(owned.stop, key_groups.stop))
+            if not shared:
+                continue
+            name_of = f"{operator}-{old}-{index}"
+            for other, _, digest, name in others:
+                if other != name_of:
+                    continue
+                size, part = _fetch(area, name, digest, os.path.join(tmp, str(index)))
+                read += size
+                if part is not None:
+                    sources.append((part, shared))
+                    break
+        if not sources:
+            return read, 0
+        built = os.path.join(tmp, "store.db")
+        held = LocalStore.build(built, identity, sources)
+        try:
+            os.link(built, path)  # (never over a file another process made)
+        except FileExistsError:
+            return read, 0
+    return read, held
+
+
+def _fetch(area: FileArea, name: str, digest: str, folder: str) -> tuple[int, str | None]:
+    """Get the copy ``name`` into ``folder`` (made if missing) and decompress it there: the
+    bytes read from ``area`` and the decompressed file, or ``None`` when the copy is gone,
+    cannot be read, or its bytes do not match ``digest``."""
+    os.makedirs(folder, exist_ok=True)
+    packed = os.path.join(folder, "store.db.zst")
+    try:
+        size = area.get(name, packed)
+    except StorageError:
+        return 0, None
+    if size is None:
+        return 0, None
+    found = hashlib.sha256()
+    with open(packed, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            found.update(chunk)
+    if found.hexdigest()[:32] != digest:
+        return size, None
+    part = os.path.join(folder, "store.db")
+    try:
+        with open(packed, "rb") as source, open(part, "wb") as target:
+            zstandard.ZstdDecompressor().copy_stream(source, target)
+    except zstandard.ZstdError:
+        return size, None
+    finally:
+        os.unlink(packed)
+    return size, part

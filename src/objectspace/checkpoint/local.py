@@ -32,7 +32,7 @@ import pathlib
 import sqlite3
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from objectspace.errors import CorruptStateError
@@ -188,6 +188,31 @@ def _holds_state(path: str) -> bool:
         return False
 
 
+def _import_groups(db: sqlite3.Connection, source: str, key_groups: range) -> None:
+    """Copy the key groups ``key_groups`` of the store file ``source`` into ``db`` (a store
+    being built), in one transaction; raises ``sqlite3.DatabaseError`` (nothing copied)
+    when ``source`` is not a store of this schema."""
+    db.execute("ATTACH DATABASE ? AS source", (source,))
+    try:
+        schema = db.execute("SELECT value FROM source.meta WHERE name = 'schema'").fetchone()
+        if schema is None or schema[0] != _SCHEMA:
+            raise sqlite3.DatabaseError(f"{source} is not a local store of schema {_SCHEMA}")
+        db.execute("BEGIN")
+        try:
+            for table in ("rows", "groups", "pending", "pending_rows"):
+                db.execute(
+                    f"INSERT OR REPLACE INTO main.{table} "
+                    f"SELECT * FROM source.{table} WHERE g >= ? AND g < ?",
+                    (key_groups.start, key_groups.stop),
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.execute("DETACH DATABASE source")
+
+
 class LocalStore:
     """The local store of one instance, in the SQLite file ``path`` (created if missing).
 
@@ -226,6 +251,30 @@ class LocalStore:
         except BaseException:
             os.close(fd)
             raise
+
+    @staticmethod
+    def build(target: str, identity: bytes, sources: Sequence[tuple[str, range]]) -> int:
+        """Write a new store file ``target`` of ``identity`` holding, of each ``(path,
+        key_groups)`` of ``sources`` (store files of the same operator's instances at
+        another parallelism: copies made before a rescale), the key groups in
+        ``key_groups``: their rows, recorded heads and pending saves, as they are there
+        (each is checked as it always is: its head against the committed write, its rows'
+        CRCs on read). A source SQLite cannot read, or of another schema, is left out
+        (its key groups are rebuilt from storage). Returns how many key groups it holds."""
+        db = sqlite3.connect(target, isolation_level=None)
+        try:
+            for ddl in _DDL:
+                db.execute(ddl)
+            db.executemany(
+                "INSERT INTO meta VALUES (?, ?)", [("schema", _SCHEMA), ("identity", identity)]
+            )
+            for source, key_groups in sources:
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    _import_groups(db, source, key_groups)
+            found = db.execute("SELECT count(*) FROM groups").fetchone()
+            return int(found[0])
+        finally:
+            db.close()
 
     @staticmethod
     def delete_unused(path: str) -> bool:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from objectspace.checkpoint import Instance, copies
 from objectspace.checkpoint.local import LocalStore
 from objectspace.errors import StorageError
+from objectspace.keygroups import KeyGroups
 from objectspace.space import discard as discard_space
 
 if TYPE_CHECKING:
@@ -279,7 +280,19 @@ class Residency:
             at_most = plan.base + 1
 
             def seed(path: str) -> None:
-                read, _ = copies.download(area, name, at_most, path)
+                read, written = copies.download(area, name, at_most, path)
+                if not written and not os.path.exists(path):
+                    # None of its own: after a rescale, from the old instances' copies.
+                    more, _ = copies.download_rescaled(
+                        area,
+                        name,
+                        KeyGroups(plan.info.max_key_groups).range_of(index, plan.parallelism),
+                        at_most,
+                        path,
+                        identity,
+                        KeyGroups(plan.info.max_key_groups).range_of,
+                    )
+                    read += more
                 stats.copy_bytes_read += read
 
         store = LocalStore.open(os.path.join(folder, name + ".db"), identity, seed)

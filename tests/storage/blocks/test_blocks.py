@@ -23,6 +23,7 @@ from objectspace.storage import blocks
 from objectspace.storage.blocks import columns, compression, decode, names
 from objectspace.storage.contract import WriteInfo, materialize
 from objectspace.tables import DELETED, TableChanges
+from tests.support.numbered import expected as numbered_by_definition
 
 NAMES = st.one_of(
     st.sampled_from(["t", "a/items", "a/metadata", "b/c/items", "state/index"]),
@@ -323,7 +324,6 @@ def test_names_split_and_matched_in_c_level_passes_are_those_of_one_name_at_a_ti
     )
     templates = names._name_templates(folders)
     assert templates == _templates_by_definition(folders)
-    assert names._numbered_all(folders) == [names._numbered(f) for f in folders]
     assert blocks.encode_block(changes, False, compact=True) == cached
     assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
 
@@ -331,7 +331,7 @@ def test_names_split_and_matched_in_c_level_passes_are_those_of_one_name_at_a_ti
 def _templates_by_definition(folders: list[str]) -> Any:
     """What names._name_templates gives, from its definition: the folders a template
     shares with no other as they come, then each shared template's folders by number."""
-    found = [names._numbered(f) for f in folders]
+    found = [numbered_by_definition(f) for f in folders]
     groups: dict[str, dict[int, int]] = {}
     for i, numbered in enumerate(found):
         if numbered:

@@ -50,18 +50,6 @@ def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
 _PLAIN: tuple[()] = ()  # a folder that is not numbered
 
 
-def _numbered(folder: str) -> tuple[str, int] | tuple[()]:
-    """``folder`` as (template, number): the template is ``prefix NUL suffix`` around its
-    first decimal number, if that number has no leading zero (so that the number between
-    the template's parts is ``folder``) and the folder has no NUL; else ``()``."""
-    return numbered_folders((folder,))[0]
-
-
-def _numbered_all(folders: Sequence[str]) -> list[tuple[str, int] | tuple[()]]:
-    """:func:`_numbered` of each of ``folders``, in one C pass (or its pure-Python twin)."""
-    return numbered_folders(folders)
-
-
 def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[list[Any]]] | None:
     """Folders that differ by their first decimal number only (a key's objects with integer
     keys: ``state/item/17/buf``, ``state/item/203/buf``) as templates: the new order of
@@ -70,7 +58,11 @@ def _name_templates(folders: Sequence[str]) -> tuple[list[int], list[str], list[
     delta-encoded as unsigned LEB128 varints. ``None`` when no two folders share a
     template. The numbers cost a byte or two each where the names cost what zstd makes of
     their digits and the repeated text."""
-    found = _numbered_all(folders)
+    # Each folder as (template, number), or () when it is plain: the template is ``prefix
+    # NUL suffix`` around its first decimal number, if that number has no leading zero (so
+    # that the number between the template's parts is the folder) and the folder has no
+    # NUL. One C pass (or its pure-Python twin).
+    found = numbered_folders(folders)
     # The common cases in C-level passes: the numbered folders share one template (a
     # key's objects in every key with an integer key), with or without plain ones beside
     # them (the key group's own: its index, its timers).
