@@ -166,6 +166,66 @@ def test_a_damaged_copy_is_skipped_for_an_older_one(tmp_path: Any) -> None:
     assert sum(".000000000012." in n for n in os.listdir(folder)) == 2
 
 
+@pytest.mark.parametrize("parallelism", [3, 1])
+def test_a_rescale_on_the_same_machine_starts_from_the_stores_it_left(
+    parallelism: int, tmp_path: Any
+) -> None:
+    """Without copies in storage: the local stores at the old parallelism seed the new
+    ones before they are deleted, so the first batch at the new parallelism reads nothing
+    from storage, where a new folder rebuilds every key group it touches."""
+    batches = _batches(7, 10)
+    every = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 3)]
+    plain = simulate(_sum, [*batches, every], key="k", order_by="t", max_key_groups=16)
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    local = str(tmp_path / "local")
+    warm = _run(
+        [*batches, every],
+        storage,
+        local,
+        parallelism={0: 2, len(batches): parallelism},
+        local_copy_every=None,
+    )
+    assert warm.outputs == plain.outputs
+    assert warm.stats[-1].rows_read == 0
+    assert warm.stats[-1].copy_bytes_read == 0
+    # The stores at two instances are gone, those at the new parallelism hold the state.
+    names = sorted(n for n in os.listdir(local) if n.endswith(".db"))
+    assert [n.split(".")[0].split("-")[1:] for n in names] == [
+        [str(parallelism), str(i)] for i in range(parallelism)
+    ]
+    rebuilt = _run(
+        [[] for _ in batches] + [every],
+        storage,
+        str(tmp_path / "fresh"),
+        parallelism=parallelism,
+        local_copy_every=None,
+    )
+    assert rebuilt.outputs[-1] == plain.outputs[-1]
+    assert rebuilt.stats[-1].rows_read > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rescales_on_one_machine_give_what_an_uninterrupted_run_gives(
+    seed: int, tmp_path: Any
+) -> None:
+    """Random workloads at a random parallelism every few checkpoints, one local folder
+    (the stores of each parallelism seed the next's), with and without copies."""
+    rng = random.Random(seed)
+    batches = _batches(seed + 10, 20)
+    plain = simulate(_sum, batches, key="k", order_by="t", max_key_groups=16)
+    changes = sorted(rng.sample(range(1, 20), 4))
+    schedule = {0: rng.choice([1, 2, 3, 5])} | {c: rng.choice([1, 2, 3, 4, 5]) for c in changes}
+    run = _run(
+        batches,
+        f"sqlite:///{tmp_path / 'state.db'}",
+        str(tmp_path / "local"),
+        parallelism=schedule,
+        local_copy_every=rng.choice([None, 2, 5]),
+        compaction=CompactionPolicy(max_chain_length=rng.choice([2, 5]), min_chain_bytes=0),
+    )
+    assert run.outputs == plain.outputs
+
+
 def test_a_rescaled_start_skips_a_damaged_old_copy(tmp_path: Any) -> None:
     storage = f"sqlite:///{tmp_path / 'state.db'}"
     batches = _batches(6, 12)

@@ -343,6 +343,7 @@ def test_local_stores_of_another_parallelism_are_deleted_unless_in_use(tmp_path:
             parallelism=parallelism,
             memory_budget=1,
             local_dir=str(local),
+            local_copy_every=None,  # (no copies: what the local stores alone give)
         )
 
     def stores() -> set[str]:
@@ -362,10 +363,12 @@ def test_local_stores_of_another_parallelism_are_deleted_unless_in_use(tmp_path:
         names = stores()
         assert {n.split("-")[1] for n in names} == {"2", "3"}
         assert leftover in names  # held by another process: kept
+        assert sim.stats[-1].rows_read > 0  # its key groups rebuilt from storage
         assert not (local / f"{operator}-2-1-abc123").exists()
     finally:
         held.close()
     sim = run(4, [[], [], *batches[2:]])
     assert [r["count"] for r in sorted(sim.outputs[-1], key=lambda r: r["k"])] == [3] * 40
     assert {n.split("-")[1] for n in stores()} == {"4"}
+    assert sim.stats[-1].rows_read == 0  # the stores at three, none held, seeded those at four
     assert not [p for p in local.iterdir() if p.suffix == ".lock" and "-2-" in p.name]

@@ -31,6 +31,7 @@ import os
 import pathlib
 import sqlite3
 import struct
+import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
@@ -260,7 +261,8 @@ class LocalStore:
         ``key_groups``: their rows, recorded heads and pending saves, as they are there
         (each is checked as it always is: its head against the committed write, its rows'
         CRCs on read). A source SQLite cannot read, or of another schema, is left out
-        (its key groups are rebuilt from storage). Returns how many key groups it holds."""
+        (its key groups are rebuilt from storage). Returns how many key groups it holds
+        (with a recorded head or a pending save)."""
         db = sqlite3.connect(target, isolation_level=None)
         try:
             for ddl in _DDL:
@@ -271,10 +273,68 @@ class LocalStore:
             for source, key_groups in sources:
                 with contextlib.suppress(sqlite3.DatabaseError):
                     _import_groups(db, source, key_groups)
-            found = db.execute("SELECT count(*) FROM groups").fetchone()
+            found = db.execute(
+                "SELECT count(*) FROM (SELECT g FROM groups UNION SELECT g FROM pending)"
+            ).fetchone()
             return int(found[0])
         finally:
             db.close()
+
+    @staticmethod
+    def reuse(
+        stores: Sequence[tuple[str, range]], targets: Sequence[tuple[str, bytes, range]]
+    ) -> int:
+        """Build each of ``targets`` (path, identity, key groups) that holds no state from
+        the store files ``stores`` (path, key groups) that no process holds: the same
+        operator's stores at another parallelism, left on this machine by a run before a
+        rescale (:meth:`build`, each target from the stores that share its key groups).
+        A store in use is left out, as is a target another process holds. Returns how
+        many targets were built."""
+        held: list[tuple[str, range]] = []
+        fds: list[int] = []
+        try:
+            for path, key_groups in stores:
+                try:
+                    fd = os.open(path + ".lock", os.O_RDWR)
+                except OSError:
+                    continue
+                if not _lock(fd):
+                    os.close(fd)
+                    continue
+                fds.append(fd)
+                held.append((path, key_groups))
+            built = 0
+            for path, identity, key_groups in targets:
+                shares = [
+                    (source, range(max(r.start, key_groups.start), min(r.stop, key_groups.stop)))
+                    for source, r in held
+                    if max(r.start, key_groups.start) < min(r.stop, key_groups.stop)
+                ]
+                if not shares:
+                    continue
+
+                def seed(
+                    target: str,
+                    shares: list[tuple[str, range]] = shares,
+                    identity: bytes = identity,
+                ) -> None:
+                    nonlocal built
+                    folder = os.path.dirname(target)
+                    with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
+                        part = os.path.join(tmp, "store.db")
+                        if LocalStore.build(part, identity, shares):
+                            with contextlib.suppress(FileExistsError):  # another process's
+                                os.link(part, target)
+                                built += 1
+
+                store = LocalStore.open(path, identity, seed)
+                if store is not None:
+                    store.close()
+            return built
+        finally:
+            for fd in fds:
+                _unlock(fd)
+                os.close(fd)
 
     @staticmethod
     def delete_unused(path: str) -> bool:

@@ -154,6 +154,53 @@ def _store_name(plan: TaskPlan, index: int) -> str:
     return f"{_operator_digest(plan)}-{plan.parallelism}-{index}"
 
 
+# A local store file: <operator digest>-<parallelism>-<index>.db
+_STORE_FILE = re.compile(r"^(?P<operator>[0-9a-f]+)-(?P<parallelism>\d+)-(?P<index>\d+)\.db$")
+
+
+def _reuse(folder: str, operator: str, plan: TaskPlan) -> int:
+    """Before :func:`_sweep` deletes them: build this parallelism's local stores of
+    ``operator`` in ``folder`` from those a run at another parallelism left there (the
+    newest such run's, those no process holds), each from the old stores that share its
+    key groups (:meth:`LocalStore.reuse`); the number built. A rescale on the same
+    machines then starts from the state they kept, caught up with the writes made since,
+    where it rebuilt every key group from storage (with or without copies in storage)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    found: dict[int, dict[int, str]] = {}  # parallelism -> index -> path
+    newest: dict[int, float] = {}
+    for name in names:
+        match = _STORE_FILE.match(name)
+        if match is None or match["operator"] != operator:
+            continue
+        parallelism, index = int(match["parallelism"]), int(match["index"])
+        if parallelism == plan.parallelism or not 0 <= index < parallelism:
+            continue
+        path = os.path.join(folder, name)
+        try:
+            mtime = os.path.getmtime(path)
+        except OSError:
+            continue
+        found.setdefault(parallelism, {})[index] = path
+        newest[parallelism] = max(newest.get(parallelism, mtime), mtime)
+    if not found:
+        return 0
+    old = max(newest, key=newest.__getitem__)
+    groups = KeyGroups(plan.info.max_key_groups)
+    stores = [(path, groups.range_of(index, old)) for index, path in found[old].items()]
+    targets = [
+        (
+            os.path.join(folder, _store_name(plan, index) + ".db"),
+            instance_identity(plan, index),
+            groups.range_of(index, plan.parallelism),
+        )
+        for index in range(plan.parallelism)
+    ]
+    return LocalStore.reuse(stores, targets)
+
+
 def _sweep(folder: str, operator: str, parallelism: int) -> list[str]:
     """Delete the local stores of ``operator`` in ``folder`` at another parallelism than
     ``parallelism``, and its private folders (``<store name>-<random>``), each unless a
@@ -270,6 +317,7 @@ class Residency:
         operator = _operator_digest(plan)
         if (operator, plan.parallelism) not in self._swept:
             self._swept.add((operator, plan.parallelism))
+            _reuse(folder, operator, plan)
             _sweep(folder, operator, plan.parallelism)
         name = _store_name(plan, index)
         area = self._area(plan)
