@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 import zstandard
 
+from objectspace.checkpoint import seeds
 from objectspace.checkpoint.local import LocalStore
 from objectspace.errors import StorageError
 from objectspace.storage.areas import FileArea
@@ -152,7 +153,7 @@ def download_rescaled(
     a parallelism that has no copy yet (the job was rescaled), from the copies of the
     instances at the parallelism of the newest copies made at or before ``at_most``: each
     one whose key groups (``range_of(index, parallelism)``) overlap ``key_groups`` gives
-    those it shares (:meth:`LocalStore.build`); a damaged copy gives way to an older one
+    those it shares (:func:`~objectspace.checkpoint.seeds.build`); a damaged copy gives way to an older one
     of its store, and the key groups no copy gives are rebuilt from storage as before.
     Returns the bytes read from ``area`` and how many key groups the seed holds."""
     operator, parallelism, _ = store.split("-")
@@ -187,7 +188,7 @@ def download_rescaled(
         if not sources:
             return read, 0
         built = os.path.join(tmp, "store.db")
-        held = LocalStore.build(built, identity, sources)
+        held = seeds.build(built, identity, sources)
         try:
             os.link(built, path)  # (never over a file another process made)
         except FileExistsError:

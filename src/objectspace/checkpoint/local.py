@@ -31,16 +31,15 @@ import os
 import pathlib
 import sqlite3
 import struct
-import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from objectspace.errors import CorruptStateError
 from objectspace.space import INDEX_TABLE
 from objectspace.tables import DELETED, TableChanges
 
-__all__ = ["GroupView", "LocalHead", "LocalStore", "Pending"]
+__all__ = ["GroupView", "LocalHead", "LocalStore", "Pending", "holds_state", "try_lock", "unlock"]
 
 _ITEM = "state/item/"
 _SUFFIX_TAG = {"metadata": b"M", "items": b"I", "data": b"D"}
@@ -146,8 +145,9 @@ def _open(g: int, k: bytes, sealed: bytes) -> bytes:
     return v
 
 
-def _lock(fd: int) -> bool:
-    """Take an exclusive lock on ``fd`` without waiting; whether it was free."""
+def try_lock(fd: int) -> bool:
+    """Take an exclusive lock on ``fd`` (a store's ``.lock`` file) without waiting; whether
+    it was free."""
     try:
         import fcntl
     except ImportError:  # not POSIX: one process per file is the caller's care
@@ -159,14 +159,15 @@ def _lock(fd: int) -> bool:
     return True
 
 
-def _unlock(fd: int) -> None:
+def unlock(fd: int) -> None:
+    """Release the lock :func:`try_lock` took on ``fd``."""
     with contextlib.suppress(ImportError, OSError):
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def _holds_state(path: str) -> bool:
+def holds_state(path: str) -> bool:
     """Whether the store in ``path`` holds any key group or a save waiting for its commit
     (a missing or unreadable file holds none)."""
     if not os.path.exists(path):
@@ -187,31 +188,6 @@ def _holds_state(path: str) -> bool:
         return "no such table" not in str(exc)  # busy or locked: in use, so kept
     except sqlite3.Error:
         return False
-
-
-def _import_groups(db: sqlite3.Connection, source: str, key_groups: range) -> None:
-    """Copy the key groups ``key_groups`` of the store file ``source`` into ``db`` (a store
-    being built), in one transaction; raises ``sqlite3.DatabaseError`` (nothing copied)
-    when ``source`` is not a store of this schema."""
-    db.execute("ATTACH DATABASE ? AS source", (source,))
-    try:
-        schema = db.execute("SELECT value FROM source.meta WHERE name = 'schema'").fetchone()
-        if schema is None or schema[0] != _SCHEMA:
-            raise sqlite3.DatabaseError(f"{source} is not a local store of schema {_SCHEMA}")
-        db.execute("BEGIN")
-        try:
-            for table in ("rows", "groups", "pending", "pending_rows"):
-                db.execute(
-                    f"INSERT OR REPLACE INTO main.{table} "
-                    f"SELECT * FROM source.{table} WHERE g >= ? AND g < ?",
-                    (key_groups.start, key_groups.stop),
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-    finally:
-        db.execute("DETACH DATABASE source")
 
 
 class LocalStore:
@@ -239,11 +215,11 @@ class LocalStore:
         and no pending save (or there is none), may put one there (a copy of the store, :mod:`objectspace.checkpoint.copies`); a file it
         puts is checked as any other (its identity, its schema)."""
         fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        if not _lock(fd):
+        if not try_lock(fd):
             os.close(fd)
             return None
         try:
-            if seed is not None and not _holds_state(path):
+            if seed is not None and not holds_state(path):
                 for suffix in ("", "-wal", "-shm"):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path + suffix)
@@ -252,89 +228,6 @@ class LocalStore:
         except BaseException:
             os.close(fd)
             raise
-
-    @staticmethod
-    def build(target: str, identity: bytes, sources: Sequence[tuple[str, range]]) -> int:
-        """Write a new store file ``target`` of ``identity`` holding, of each ``(path,
-        key_groups)`` of ``sources`` (store files of the same operator's instances at
-        another parallelism: copies made before a rescale), the key groups in
-        ``key_groups``: their rows, recorded heads and pending saves, as they are there
-        (each is checked as it always is: its head against the committed write, its rows'
-        CRCs on read). A source SQLite cannot read, or of another schema, is left out
-        (its key groups are rebuilt from storage). Returns how many key groups it holds
-        (with a recorded head or a pending save)."""
-        db = sqlite3.connect(target, isolation_level=None)
-        try:
-            for ddl in _DDL:
-                db.execute(ddl)
-            db.executemany(
-                "INSERT INTO meta VALUES (?, ?)", [("schema", _SCHEMA), ("identity", identity)]
-            )
-            for source, key_groups in sources:
-                with contextlib.suppress(sqlite3.DatabaseError):
-                    _import_groups(db, source, key_groups)
-            found = db.execute(
-                "SELECT count(*) FROM (SELECT g FROM groups UNION SELECT g FROM pending)"
-            ).fetchone()
-            return int(found[0])
-        finally:
-            db.close()
-
-    @staticmethod
-    def reuse(
-        stores: Sequence[tuple[str, range]], targets: Sequence[tuple[str, bytes, range]]
-    ) -> int:
-        """Build each of ``targets`` (path, identity, key groups) that holds no state from
-        the store files ``stores`` (path, key groups) that no process holds: the same
-        operator's stores at another parallelism, left on this machine by a run before a
-        rescale (:meth:`build`, each target from the stores that share its key groups).
-        A store in use is left out, as is a target another process holds. Returns how
-        many targets were built."""
-        held: list[tuple[str, range]] = []
-        fds: list[int] = []
-        try:
-            for path, key_groups in stores:
-                try:
-                    fd = os.open(path + ".lock", os.O_RDWR)
-                except OSError:
-                    continue
-                if not _lock(fd):
-                    os.close(fd)
-                    continue
-                fds.append(fd)
-                held.append((path, key_groups))
-            built = 0
-            for path, identity, key_groups in targets:
-                shares = [
-                    (source, range(max(r.start, key_groups.start), min(r.stop, key_groups.stop)))
-                    for source, r in held
-                    if max(r.start, key_groups.start) < min(r.stop, key_groups.stop)
-                ]
-                if not shares:
-                    continue
-
-                def seed(
-                    target: str,
-                    shares: list[tuple[str, range]] = shares,
-                    identity: bytes = identity,
-                ) -> None:
-                    nonlocal built
-                    folder = os.path.dirname(target)
-                    with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
-                        part = os.path.join(tmp, "store.db")
-                        if LocalStore.build(part, identity, shares):
-                            with contextlib.suppress(FileExistsError):  # another process's
-                                os.link(part, target)
-                                built += 1
-
-                store = LocalStore.open(path, identity, seed)
-                if store is not None:
-                    store.close()
-            return built
-        finally:
-            for fd in fds:
-                _unlock(fd)
-                os.close(fd)
 
     @staticmethod
     def delete_unused(path: str) -> bool:
@@ -346,7 +239,7 @@ class LocalStore:
             fd = None
         except OSError:
             return False
-        if fd is not None and not _lock(fd):
+        if fd is not None and not try_lock(fd):
             os.close(fd)
             return False
         try:
@@ -363,7 +256,7 @@ class LocalStore:
     def release(self) -> None:
         """Let another process open the file until :meth:`acquire` (the connection stays)."""
         if self._lock_fd is not None and self.locked:
-            _unlock(self._lock_fd)
+            unlock(self._lock_fd)
             self.locked = False
 
     def acquire(self) -> bool:
@@ -371,7 +264,7 @@ class LocalStore:
         if self._lock_fd is None:
             return False
         if not self.locked:
-            self.locked = _lock(self._lock_fd)
+            self.locked = try_lock(self._lock_fd)
         return self.locked
 
     @staticmethod
@@ -421,6 +314,39 @@ class LocalStore:
 
     def set_copied_at(self, checkpoint_id: int | None) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('copied_at', ?)", (checkpoint_id,))
+
+    def import_groups(self, source: str, key_groups: range) -> None:
+        """Copy the key groups ``key_groups`` of the store file ``source`` (the same
+        operator's store at another parallelism) into this store as they are there: rows,
+        recorded heads, pending saves; in one transaction. Raises ``sqlite3.DatabaseError``
+        (nothing copied) when ``source`` is not a store of this schema."""
+        db = self._db
+        db.execute("ATTACH DATABASE ? AS source", (source,))
+        try:
+            found = db.execute("SELECT value FROM source.meta WHERE name = 'schema'").fetchone()
+            if found is None or found[0] != _SCHEMA:
+                raise sqlite3.DatabaseError(f"{source} is not a local store of schema {_SCHEMA}")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("rows", "groups", "pending", "pending_rows"):
+                    db.execute(
+                        f"INSERT OR REPLACE INTO main.{table} "
+                        f"SELECT * FROM source.{table} WHERE g >= ? AND g < ?",
+                        (key_groups.start, key_groups.stop),
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.execute("DETACH DATABASE source")
+
+    def holds(self) -> int:
+        """How many key groups the store holds (with a recorded head or a pending save)."""
+        found = self._db.execute(
+            "SELECT count(*) FROM (SELECT g FROM groups UNION SELECT g FROM pending)"
+        ).fetchone()
+        return int(found[0])
 
     def close(self) -> None:
         """Close the file and release its lock."""

@@ -25,8 +25,8 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from objectspace.checkpoint import Instance, copies
-from objectspace.checkpoint.local import LocalStore
+from objectspace.checkpoint import Instance, copies, seeds
+from objectspace.checkpoint.local import LocalStore, holds_state
 from objectspace.errors import StorageError
 from objectspace.keygroups import KeyGroups
 from objectspace.space import discard as discard_space
@@ -161,8 +161,9 @@ _STORE_FILE = re.compile(r"^(?P<operator>[0-9a-f]+)-(?P<parallelism>\d+)-(?P<ind
 def _reuse(folder: str, operator: str, plan: TaskPlan) -> int:
     """Before :func:`_sweep` deletes them: build this parallelism's local stores of
     ``operator`` in ``folder`` from those a run at another parallelism left there (the
-    newest such run's, those no process holds), each from the old stores that share its
-    key groups (:meth:`LocalStore.reuse`); the number built. A rescale on the same
+    last such run's, by the files' times, among stores that hold state; those no process
+    holds), each from the old stores that share its
+    key groups (:func:`~objectspace.checkpoint.seeds.reuse`); the number built. A rescale on the same
     machines then starts from the state they kept, caught up with the writes made since,
     where it rebuilt every key group from storage (with or without copies in storage)."""
     try:
@@ -183,6 +184,8 @@ def _reuse(folder: str, operator: str, plan: TaskPlan) -> int:
             mtime = os.path.getmtime(path)
         except OSError:
             continue
+        if not holds_state(path):
+            continue  # (an empty store says nothing of which run was the last)
         found.setdefault(parallelism, {})[index] = path
         newest[parallelism] = max(newest.get(parallelism, mtime), mtime)
     if not found:
@@ -198,7 +201,7 @@ def _reuse(folder: str, operator: str, plan: TaskPlan) -> int:
         )
         for index in range(plan.parallelism)
     ]
-    return LocalStore.reuse(stores, targets)
+    return seeds.reuse(stores, targets)
 
 
 def _sweep(folder: str, operator: str, parallelism: int) -> list[str]:
