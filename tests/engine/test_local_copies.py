@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
 from typing import Any
 
 import pytest
@@ -204,6 +205,21 @@ def test_a_rescale_on_the_same_machine_starts_from_the_stores_it_left(
     assert rebuilt.stats[-1].rows_read > 0
 
 
+def test_a_store_named_for_no_possible_parallelism_is_not_reused(tmp_path: Any) -> None:
+    batches = _batches(8, 6)
+    every = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 3)]
+    plain = simulate(_sum, [*batches, every], key="k", order_by="t", max_key_groups=16)
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    local = tmp_path / "local"
+    _run(batches, storage, str(local), local_copy_every=None)
+    (store,) = [n for n in os.listdir(local) if n.endswith("-2-0.db")]
+    odd = store.replace("-2-0.db", "-999-0.db")  # more instances than key groups
+    shutil.copy(local / store, local / odd)
+    os.utime(local / odd)  # the newest
+    run = _cold(storage, str(local), len(batches), every, parallelism=3, local_copy_every=None)
+    assert run.outputs[-1] == plain.outputs[-1]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_rescales_on_one_machine_give_what_an_uninterrupted_run_gives(
     seed: int, tmp_path: Any
@@ -237,6 +253,9 @@ def test_a_rescaled_start_skips_a_damaged_old_copy(tmp_path: Any) -> None:
     (folder / damaged).write_bytes(bytes(data))
     other = f"abcdef-2-0.000000000011.{'0' * 32}.db.zst"  # another operator's
     (folder / other).write_bytes(b"never read")
+    operator = damaged.split("-")[0]
+    for bad in ("0-0", "1000-3"):  # parallelisms no run could have: never read
+        (folder / f"{operator}-{bad}.000000000011.{'0' * 32}.db.zst").write_bytes(b"x")
     sizes = {n: os.path.getsize(folder / n) for n in os.listdir(folder)}
     last = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 7)]
     plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)

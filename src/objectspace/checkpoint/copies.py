@@ -78,24 +78,20 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
         local.set_copied_at(previous)
         raise
     # One listing: this store's copies beyond the newest KEEP, and the operator's copies
-    # at other parallelisms (left by runs before a rescale): at once those that cannot
-    # seed anything (download_rescaled takes the parallelism of the newest), the others
-    # once every instance at this parallelism has a copy (until then they seed those
-    # that have none).
+    # at other parallelisms (left by runs before a rescale) once every instance at this
+    # parallelism has a copy (until then they seed those that have none).
     operator, parallelism, _ = store.split("-")
     found = _copies(area)
     mine = [name for other, _, _, name in found if other == store]
-    others = [
-        (other.split("-")[1], name)
-        for other, _, _, name in found
-        if other.startswith(operator + "-") and other.split("-")[1] != parallelism
-    ]
-    seeding = others[0][0] if others else None
+    stale: list[str] = []
     if {other for other, _, _, _ in found} >= {
         f"{operator}-{parallelism}-{index}" for index in range(int(parallelism))
     }:
-        seeding = None
-    stale = [name for old, name in others if old != seeding]
+        stale = [
+            name
+            for other, _, _, name in found
+            if other.startswith(operator + "-") and other.split("-")[1] != parallelism
+        ]
     area.delete([*mine[KEEP:], *stale])
     return size
 
@@ -163,6 +159,7 @@ def download_rescaled(
         if copy[1] <= at_most
         and copy[0].startswith(operator + "-")
         and copy[0].split("-")[1] != parallelism
+        and _ranges(range_of, int(copy[0].split("-")[1]))  # (a name no run could put: skipped)
     ]
     if not others:
         return 0, 0
@@ -194,6 +191,15 @@ def download_rescaled(
         except FileExistsError:
             return read, 0
     return read, held
+
+
+def _ranges(range_of: Callable[[int, int], range], parallelism: int) -> bool:
+    """Whether ``parallelism`` is one the key space allows (``range_of`` takes it)."""
+    try:
+        range_of(0, parallelism)
+    except (ValueError, IndexError):
+        return False
+    return True
 
 
 def _fetch(area: FileArea, name: str, digest: str, folder: str) -> tuple[int, str | None]:

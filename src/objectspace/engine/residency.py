@@ -190,8 +190,12 @@ def _reuse(folder: str, operator: str, plan: TaskPlan) -> int:
         newest[parallelism] = max(newest.get(parallelism, mtime), mtime)
     if not found:
         return 0
-    old = max(newest, key=newest.__getitem__)
     groups = KeyGroups(plan.info.max_key_groups)
+    for parallelism in [p for p in newest if p > plan.info.max_key_groups]:
+        del newest[parallelism]  # (a name no run could make: left to the sweep)
+    if not newest:
+        return 0
+    old = max(newest, key=newest.__getitem__)
     stores = [(path, groups.range_of(index, old)) for index, path in found[old].items()]
     targets = [
         (
