@@ -149,8 +149,8 @@ def download_rescaled(
     a parallelism that has no copy yet (the job was rescaled), from the copies of the
     instances at the parallelism of the newest copies made at or before ``at_most``: each
     one whose key groups (``range_of(index, parallelism)``) overlap ``key_groups`` gives
-    those it shares (:func:`~objectspace.checkpoint.seeds.build`); a damaged copy gives way to an older one
-    of its store, and the key groups no copy gives are rebuilt from storage as before.
+    those it shares (:func:`~objectspace.checkpoint.seeds.build_at`); a damaged copy gives
+    way to an older one of its store, and the key groups no copy gives are rebuilt from storage as before.
     Returns the bytes read from ``area`` and how many key groups the seed holds."""
     operator, parallelism, _ = store.split("-")
     others = [
@@ -169,9 +169,8 @@ def download_rescaled(
     with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
         sources: list[tuple[str, range]] = []
         for index in range(old):
-            owned = range_of(index, old)
-            shared = range(max(owned.start, key_groups.start), min(owned.stop, key_groups.stop))
-            if not shared:
+            common = seeds.shared(range_of(index, old), key_groups)
+            if not common:
                 continue
             name_of = f"{operator}-{old}-{index}"
             for other, _, digest, name in others:
@@ -180,16 +179,9 @@ def download_rescaled(
                 size, part = _fetch(area, name, digest, os.path.join(tmp, str(index)))
                 read += size
                 if part is not None:
-                    sources.append((part, shared))
+                    sources.append((part, common))
                     break
-        if not sources:
-            return read, 0
-        built = os.path.join(tmp, "store.db")
-        held = seeds.build(built, identity, sources)
-        try:
-            os.link(built, path)  # (never over a file another process made)
-        except FileExistsError:
-            return read, 0
+        held = seeds.build_at(path, identity, sources) if sources else 0
     return read, held
 
 

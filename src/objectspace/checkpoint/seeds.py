@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from objectspace.checkpoint.local import LocalStore, try_lock, unlock
 
-__all__ = ["build", "reuse"]
+__all__ = ["build", "build_at", "reuse", "shared"]
 
 
 def build(target: str, identity: bytes, sources: Sequence[tuple[str, range]]) -> int:
@@ -40,6 +40,27 @@ def build(target: str, identity: bytes, sources: Sequence[tuple[str, range]]) ->
         return store.holds()
     finally:
         store.close()
+
+
+def build_at(path: str, identity: bytes, sources: Sequence[tuple[str, range]]) -> int:
+    """:func:`build` into ``path`` unless a file is there (another process made one): built
+    in a temporary folder beside it, then linked there whole. Returns how many key groups
+    it holds (0: nothing put)."""
+    with tempfile.TemporaryDirectory(prefix=".copy-", dir=os.path.dirname(path)) as tmp:
+        part = os.path.join(tmp, "store.db")
+        held = build(part, identity, sources)
+        if not held:
+            return 0
+        try:
+            os.link(part, path)  # (never over a file another process made)
+        except FileExistsError:
+            return 0
+        return held
+
+
+def shared(a: range, b: range) -> range:
+    """The key groups two contiguous ranges have in common (empty: none)."""
+    return range(max(a.start, b.start), min(a.stop, b.stop))
 
 
 def reuse(stores: Sequence[tuple[str, range]], targets: Sequence[tuple[str, bytes, range]]) -> int:
@@ -63,11 +84,8 @@ def reuse(stores: Sequence[tuple[str, range]], targets: Sequence[tuple[str, byte
             held.append((path, key_groups))
         built = 0
         for path, identity, key_groups in targets:
-            shares = [
-                (source, range(max(r.start, key_groups.start), min(r.stop, key_groups.stop)))
-                for source, r in held
-                if max(r.start, key_groups.start) < min(r.stop, key_groups.stop)
-            ]
+            shares = [(source, shared(r, key_groups)) for source, r in held]
+            shares = [(source, common) for source, common in shares if common]
             if shares and _seeded(path, identity, shares):
                 built += 1
         return built
@@ -84,12 +102,7 @@ def _seeded(path: str, identity: bytes, shares: list[tuple[str, range]]) -> bool
 
     def seed(target: str) -> None:
         nonlocal built
-        with tempfile.TemporaryDirectory(prefix=".copy-", dir=os.path.dirname(target)) as tmp:
-            part = os.path.join(tmp, "store.db")
-            if build(part, identity, shares):
-                with contextlib.suppress(FileExistsError):  # (another process made one)
-                    os.link(part, target)
-                    built = True
+        built = build_at(target, identity, shares) > 0
 
     store = LocalStore.open(path, identity, seed)
     if store is not None:

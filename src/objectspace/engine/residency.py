@@ -338,14 +338,15 @@ class Residency:
                 read, written = copies.download(area, name, at_most, path)
                 if not written and not os.path.exists(path):
                     # None of its own: after a rescale, from the old instances' copies.
+                    range_of = KeyGroups(plan.info.max_key_groups).range_of
                     more, _ = copies.download_rescaled(
                         area,
                         name,
-                        KeyGroups(plan.info.max_key_groups).range_of(index, plan.parallelism),
+                        range_of(index, plan.parallelism),
                         at_most,
                         path,
                         identity,
-                        KeyGroups(plan.info.max_key_groups).range_of,
+                        range_of,
                     )
                     read += more
                 stats.copy_bytes_read += read
