@@ -13,7 +13,7 @@ For each, :class:`~objectspace.spark.StatefulRunner` (``parallelism=4``,
 ``local_dir`` in a temporary folder, the default memory budget: a quarter of the 1g) runs:
 
 1. load: the keys created in batches of at most ``--load-batch`` keys (default 500,000);
-2. ``--batches`` (default 10) batches each touching 1% of the keys, key
+2. ``--batches`` (default 10) batches each touching 1% of the keys (``--touch N``: N keys), key
    ``(id * 1000000007 + batch * 2654435761) mod N`` for ``id`` in ``0 .. N/100`` (distinct
    keys within a batch, almost none shared between batches); each row adds 1.0 to its
    key's value, or 1 to one entry of its dict, and the key's new value (or the sum of its
@@ -23,9 +23,9 @@ For each, :class:`~objectspace.spark.StatefulRunner` (``parallelism=4``,
    a new runner on the same storage, job, operator and local_dir, then ``--after-restart``
    (default 5) more 1% batches from checkpoint ``runner.job.last_checkpoint() + 1``.
    The runner puts a copy of each local store in the storage's file area every 10
-   checkpoints (``local_copy_every``; ``--no-copies``: never), which a cold restart starts
-   from. ``--rescale P``: the runner after the restart runs at parallelism ``P`` (a cold
-   restart then starts from the copies of the old instances that share its key groups).
+   checkpoints (``local_copy_every``; ``--no-copies``: never), from whose pieces a cold
+   restart takes the key groups its batches touch. ``--rescale P``: the runner after the
+   restart runs at parallelism ``P`` (the copies of the old instances serve it alike).
 
 Input rows are made by Spark (``spark.range`` + expressions): the driver holds none.
 
@@ -82,6 +82,7 @@ from benchmarks.common import fmt_bytes, machine, print_table
 PRIME = 1_000_000_007
 STRIDE = 2_654_435_761
 FRACTION = 100  # a 1% batch touches N // FRACTION keys
+TOUCH: int | None = None  # (--touch: keys a batch after the load touches instead)
 SLOTS = 10  # entries of each key's dict
 OUTPUT_DDL = "k long, v double"
 INPUT_DDL = "k LONG, slot INT, x DOUBLE, out INT"
@@ -190,7 +191,7 @@ def load_df(spark: Any, start: int, end: int) -> Any:
 
 def touched(n: int, batch: int) -> tuple[int, int]:
     """How many keys a 1% batch touches, and its offset: key = (id * PRIME + offset) % n."""
-    return max(1, n // FRACTION), (batch * STRIDE) % n
+    return min(n, TOUCH) if TOUCH else max(1, n // FRACTION), (batch * STRIDE) % n
 
 
 def update_df(spark: Any, n: int, batch: int) -> Any:
@@ -1023,12 +1024,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="P",
         help="run at parallelism P after the restart (the instances before it: 4)",
     )
+    parser.add_argument(
+        "--touch",
+        type=int,
+        metavar="N",
+        help="keys each batch after the load touches (default: 1%% of the keys)",
+    )
     parser.add_argument("--skip-dict", action="store_true", help="only the value case")
     parser.add_argument("--skip-value", action="store_true", help="only the dict case")
     parser.add_argument("--json", help="where to write the figures (default: temp dir)")
     parser.add_argument("--quick", action="store_true", help="the smoke sizes")
     parser.add_argument("--no-record", action="store_true", help="(nothing is recorded anyway)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    global TOUCH
+    TOUCH = args.touch
     if args.quick:
         args.keys, args.dict_keys, args.batches, args.after_restart = 200_000, 50_000, 3, 2
     if args.load_batch < 1 or args.keys < FRACTION or args.dict_keys < FRACTION:
