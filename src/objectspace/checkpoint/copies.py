@@ -39,7 +39,7 @@ import os
 import re
 import sqlite3
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
@@ -159,16 +159,15 @@ def _digest(path: str, offset: int) -> bytes:
 def _plan(sizes: dict[int, int]) -> list[range]:
     """Consecutive held key groups in pieces of about :data:`PIECE_BYTES` of rows."""
     pieces: list[range] = []
-    start = stop = total = None
+    total = 0
     for g, size in sizes.items():
-        if start is not None and (g != stop or total + size > PIECE_BYTES):  # type: ignore[operator]
-            pieces.append(range(start, stop))  # type: ignore[arg-type]
-            start = None
-        if start is None:
-            start, total = g, 0
-        stop, total = g + 1, total + size  # type: ignore[operator]
-    if start is not None:
-        pieces.append(range(start, stop))  # type: ignore[arg-type]
+        last = pieces[-1] if pieces else None
+        if last is not None and last.stop == g and total + size <= PIECE_BYTES:
+            pieces[-1] = range(last.start, g + 1)
+            total += size
+        else:
+            pieces.append(range(g, g + 1))
+            total = size
     return pieces
 
 
@@ -283,9 +282,10 @@ class Source:
             return False  # (a name no run could put)
         return any(g in held for g in wanted)
 
-    def _read(self, copy: _Copy, pieces: Sequence[_Piece]) -> list[tuple[_Piece, bytes | None]]:
+    def _read(self, copy: _Copy, pieces: Sequence[_Piece]) -> Iterator[tuple[_Piece, bytes | None]]:
         """Each of ``pieces`` (in file order) with its bytes, ``None`` where they fail
-        their digest or cannot be read; near pieces are read at once."""
+        their digest or cannot be read; near pieces are read at once (up to
+        ``_READ_MAX`` bytes in memory)."""
         reads: list[list[_Piece]] = []
         for piece in sorted(pieces, key=lambda p: p.offset):
             last = reads[-1] if reads else None
@@ -297,13 +297,14 @@ class Source:
                 last.append(piece)
             else:
                 reads.append([piece])
-        found: list[tuple[_Piece, bytes | None]] = []
         for members in reads:
             start, stop = members[0].offset, members[-1].offset + members[-1].length
             try:
                 got = self.area.read(copy.name, [(start, stop)])
             except StorageError:
                 got = None
+            if got is None:
+                self._listed = None  # (gone: the next call lists the copies again)
             data = b"" if got is None else got[0]
             self.bytes_read += len(data)
             for piece in members:
@@ -311,8 +312,7 @@ class Source:
                 sound = (
                     len(raw) == piece.length and hashlib.sha256(raw).digest()[:16] == piece.digest
                 )
-                found.append((piece, raw if sound else None))
-        return found
+                yield piece, raw if sound else None
 
     def _import(self, data: bytes, key_groups: list[int]) -> bool:
         """Put ``key_groups`` of the piece ``data`` (compressed) into the local store;
@@ -324,18 +324,7 @@ class Source:
             try:
                 with open(part, "wb") as f:
                     zstandard.ZstdDecompressor().copy_stream(io.BytesIO(data), f)
-                self.local.import_groups(part, _runs(key_groups))
+                self.local.import_groups(part, _plan(dict.fromkeys(key_groups, 0)))  # (runs)
             except (zstandard.ZstdError, sqlite3.DatabaseError):
                 return False
         return True
-
-
-def _runs(key_groups: list[int]) -> list[range]:
-    """Sorted ``key_groups`` as ranges of consecutive ones."""
-    runs: list[range] = []
-    for g in key_groups:
-        if runs and runs[-1].stop == g:
-            runs[-1] = range(runs[-1].start, g + 1)
-        else:
-            runs.append(range(g, g + 1))
-    return runs

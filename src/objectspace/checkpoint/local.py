@@ -178,14 +178,9 @@ def holds_state(path: str) -> bool:
         # (read-write, never created: a read-only connection cannot open a database in
         # WAL mode whose -wal file is gone, and would read as holding nothing)
         uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=rw"
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            found = db.execute(
-                "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
-            ).fetchone()
-            return found is not None
-        finally:
-            db.close()
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            query = "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
+            return db.execute(query).fetchone() is not None
     except sqlite3.OperationalError as exc:
         return "no such table" not in str(exc)  # busy or locked: in use, so kept
     except sqlite3.Error:
@@ -307,20 +302,23 @@ class LocalStore:
     def export_groups(self, target: str, key_groups: range) -> None:
         """Write ``key_groups`` of this store (rows, recorded heads, pending saves) to a new
         store file ``target``, as :meth:`import_groups` takes them."""
-        with contextlib.closing(sqlite3.connect(target, isolation_level=None)) as piece:
-            piece.execute("PRAGMA journal_mode=OFF")
+        db = self._db
+        db.execute("ATTACH DATABASE ? AS piece", (target,))
+        try:  # (a new file: no journal, no sync)
+            db.executescript("PRAGMA piece.journal_mode=OFF; PRAGMA piece.synchronous=OFF")
+            db.execute("BEGIN")
             for ddl in (*_DDL, f"INSERT INTO meta VALUES ('schema', {_SCHEMA})"):
-                piece.execute(ddl)
-        self._db.execute("ATTACH DATABASE ? AS piece", (target,))
-        try:
-            self._db.execute("PRAGMA piece.synchronous=OFF")
+                db.execute(ddl.replace("EXISTS ", "EXISTS piece.").replace("INTO ", "INTO piece."))
             for table in _GROUP_TABLES:
-                self._db.execute(
+                db.execute(
                     f"INSERT INTO piece.{table} SELECT * FROM main.{table} WHERE g >= ? AND g < ?",
                     (key_groups.start, key_groups.stop),
                 )
+            db.execute("COMMIT")
         finally:
-            self._db.execute("DETACH DATABASE piece")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            db.execute("DETACH DATABASE piece")
 
     def copied_at(self) -> int | None:
         """The checkpoint of the last copy of this file put in storage (:meth:`set_copied_at`)."""
