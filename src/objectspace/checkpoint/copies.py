@@ -54,8 +54,9 @@ __all__ = ["KEEP", "PIECE_BYTES", "Source", "upload"]
 KEEP = 2
 """Copies kept for each key group (the newest holding it)."""
 
-PIECE_BYTES = 256 << 10
-"""The bytes of rows a piece holds, about (one key group at least)."""
+PIECE_BYTES = 64 << 10
+"""The bytes a piece holds, about, as the stores record them (the key groups' restore
+chains and pending writes; one key group at least)."""
 
 _READ_GAP = 1 << 20  # pieces this close are read at once ...
 _READ_MAX = 16 << 20  # ... up to this many bytes a read
