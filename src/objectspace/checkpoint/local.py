@@ -27,7 +27,6 @@ Row keys: the object id's UTF-8 with NUL escaped (``00`` → ``00 ff``), ``00 00
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import pathlib
 import sqlite3
@@ -49,7 +48,6 @@ _KIND_TAG = b"K"
 _END = b"\x00\x00"
 _CRC = struct.Struct(">I")
 _SCHEMA = 3
-_GROUP_TABLES = ("rows", "groups", "pending", "pending_rows")
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",
@@ -178,9 +176,14 @@ def holds_state(path: str) -> bool:
         # (read-write, never created: a read-only connection cannot open a database in
         # WAL mode whose -wal file is gone, and would read as holding nothing)
         uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=rw"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
-            query = "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
-            return db.execute(query).fetchone() is not None
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            found = db.execute(
+                "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
+            ).fetchone()
+            return found is not None
+        finally:
+            db.close()
     except sqlite3.OperationalError as exc:
         return "no such table" not in str(exc)  # busy or locked: in use, so kept
     except sqlite3.Error:
@@ -202,9 +205,6 @@ class LocalStore:
         self._lock_fd = lock_fd
         self.locked = lock_fd is not None
         self._db = self._connect(path, identity)
-        # Where key groups it lacks may come from: ``source(key_groups, at_most)`` puts
-        # those a copy made at or before checkpoint ``at_most`` holds (copies.Source).
-        self.source: Callable[[list[int], int], int] | None = None
 
     @classmethod
     def open(
@@ -212,8 +212,8 @@ class LocalStore:
     ) -> LocalStore | None:
         """The store in ``path``, locked for this process, or ``None`` if it is in use.
         ``seed(path)``, called under the lock when the file at ``path`` holds no key group
-        and no pending save (or there is none), may put one there (:mod:`.seeds`); a file
-        it puts is checked as any other (its identity, its schema)."""
+        and no pending save (or there is none), may put one there (a copy of the store, :mod:`objectspace.checkpoint.copies`); a file it
+        puts is checked as any other (its identity, its schema)."""
         fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         if not try_lock(fd):
             os.close(fd)
@@ -299,26 +299,13 @@ class LocalStore:
                     os.unlink(path + suffix)
         raise AssertionError("unreachable")
 
-    def export_groups(self, target: str, key_groups: range) -> None:
-        """Write ``key_groups`` of this store (rows, recorded heads, pending saves) to a new
-        store file ``target``, as :meth:`import_groups` takes them."""
-        db = self._db
-        db.execute("ATTACH DATABASE ? AS piece", (target,))
-        try:  # (a new file: no journal, no sync)
-            db.executescript("PRAGMA piece.journal_mode=OFF; PRAGMA piece.synchronous=OFF")
-            db.execute("BEGIN")
-            for ddl in (*_DDL, f"INSERT INTO meta VALUES ('schema', {_SCHEMA})"):
-                db.execute(ddl.replace("EXISTS ", "EXISTS piece.").replace("INTO ", "INTO piece."))
-            for table in _GROUP_TABLES:
-                db.execute(
-                    f"INSERT INTO piece.{table} SELECT * FROM main.{table} WHERE g >= ? AND g < ?",
-                    (key_groups.start, key_groups.stop),
-                )
-            db.execute("COMMIT")
+    def backup(self, target: str) -> None:
+        """Write a consistent copy of the whole file to ``target`` (a new file)."""
+        copy = sqlite3.connect(target)
+        try:
+            self._db.backup(copy)
         finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            db.execute("DETACH DATABASE piece")
+            copy.close()
 
     def copied_at(self) -> int | None:
         """The checkpoint of the last copy of this file put in storage (:meth:`set_copied_at`)."""
@@ -328,12 +315,11 @@ class LocalStore:
     def set_copied_at(self, checkpoint_id: int | None) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('copied_at', ?)", (checkpoint_id,))
 
-    def import_groups(self, source: str, key_groups: Iterable[range]) -> None:
+    def import_groups(self, source: str, key_groups: range) -> None:
         """Copy the key groups ``key_groups`` of the store file ``source`` (the same
-        operator's store at another parallelism, a copy's piece) into this store as they
-        are there: rows, recorded heads, pending saves; in one transaction. Raises
-        ``sqlite3.DatabaseError`` (nothing copied) when ``source`` is not a store of this
-        schema."""
+        operator's store at another parallelism) into this store as they are there: rows,
+        recorded heads, pending saves; in one transaction. Raises ``sqlite3.DatabaseError``
+        (nothing copied) when ``source`` is not a store of this schema."""
         db = self._db
         db.execute("ATTACH DATABASE ? AS source", (source,))
         try:
@@ -342,11 +328,11 @@ class LocalStore:
                 raise sqlite3.DatabaseError(f"{source} is not a local store of schema {_SCHEMA}")
             db.execute("BEGIN IMMEDIATE")
             try:
-                for table, run in itertools.product(_GROUP_TABLES, key_groups):
+                for table in ("rows", "groups", "pending", "pending_rows"):
                     db.execute(
                         f"INSERT OR REPLACE INTO main.{table} "
                         f"SELECT * FROM source.{table} WHERE g >= ? AND g < ?",
-                        (run.start, run.stop),
+                        (key_groups.start, key_groups.stop),
                     )
                 db.execute("COMMIT")
             except BaseException:
@@ -355,15 +341,12 @@ class LocalStore:
         finally:
             db.execute("DETACH DATABASE source")
 
-    def sizes(self) -> dict[int, int]:
-        """The key groups held (a head or a pending save), in order, with the bytes stored
-        for them (their restore chain's and pending write's: a measure of their rows)."""
-        return dict(
-            self._db.execute(
-                "SELECT g, sum(ifnull(b, 0)) FROM (SELECT g, full_bytes + diff_bytes AS b "
-                "FROM groups UNION ALL SELECT g, bytes FROM pending) GROUP BY g ORDER BY g"
-            )
-        )
+    def holds(self) -> int:
+        """How many key groups the store holds (with a recorded head or a pending save)."""
+        found = self._db.execute(
+            "SELECT count(*) FROM (SELECT g FROM groups UNION SELECT g FROM pending)"
+        ).fetchone()
+        return int(found[0])
 
     def close(self) -> None:
         """Close the file and release its lock."""
