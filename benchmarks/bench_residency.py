@@ -23,9 +23,10 @@ For each, :class:`~objectspace.spark.StatefulRunner` (``parallelism=4``,
    a new runner on the same storage, job, operator and local_dir, then ``--after-restart``
    (default 5) more 1% batches from checkpoint ``runner.job.last_checkpoint() + 1``.
    The runner puts a copy of each local store in the storage's file area every 10
-   checkpoints (``local_copy_every``; ``--no-copies``: never), which a cold restart starts
-   from. ``--rescale P``: the runner after the restart runs at parallelism ``P`` (a cold
-   restart then starts from the copies of the old instances that share its key groups).
+   checkpoints (``local_copy_every``; ``--no-copies``: never), from which a cold restart
+   takes the key groups its batches touch (a copy whole when they are most of it).
+   ``--rescale P``: the runner after the restart runs at parallelism ``P`` (the copies of
+   the old instances serve it alike).
 
 Input rows are made by Spark (``spark.range`` + expressions): the driver holds none.
 

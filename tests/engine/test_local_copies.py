@@ -13,6 +13,7 @@ import pytest
 
 from objectspace.checkpoint import CompactionPolicy
 from objectspace.engine.columns import check_copy_every
+from objectspace.keygroups import KeyGroups
 from objectspace.storage import open_backend
 from objectspace.storage.areas import FsspecArea, LocalArea, check_name
 from objectspace.testing import simulate
@@ -83,6 +84,45 @@ def test_a_process_without_its_local_store_starts_from_a_copy(tmp_path: Any) -> 
     assert stats.copy_bytes_written == 0  # the copy it started from is 4 checkpoints old
 
 
+def test_a_cold_batch_reads_the_pages_of_the_key_groups_it_touches(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold batch touching two keys reads each copy's index and the frames of the
+    skeleton and of those keys' key groups, not the instances' whole copies; one touching
+    every key takes its own copy whole."""
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = _batches(9, 14, keys=4000, rows=600)
+    _run(batches, storage, str(tmp_path / "a"))
+    folder = tmp_path / "state.db.files"
+    newest = sorted(n for n in os.listdir(folder) if ".000000000010." in n)
+    at = {n: int(n.split(".")[2]) for n in newest}
+    sizes = {n: os.path.getsize(folder / n) for n in newest}
+    reads = _spy_reads(monkeypatch)
+    groups = KeyGroups(16)
+    two = [next(k for k in range(4000) if groups.instance_of_key(k, 2) == i) for i in (0, 1)]
+    last = [{"k": k, "x": 2, "t": 99} for k in two]  # a key of each instance
+    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 14, last)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    frames = [(n, r) for n, ranges in reads for r in ranges if r[1] is not None]
+    assert sorted({n for n, _ in frames}) == newest  # both instances' copies, in part
+    for name in newest:
+        assert sum(b - a for n, (a, b) in frames if n == name) < at[name] / 2
+    indexes = sum(sizes[n] - at[n] for n in newest)
+    assert cold.stats[-1].copy_bytes_read == indexes + sum(b - a for _, (a, b) in frames)
+    rebuilt = _cold(storage, str(tmp_path / "r"), 14, last, local_copy_every=None)
+    assert 0 < cold.stats[-1].rows_read < rebuilt.stats[-1].rows_read / 3  # (the writes after)
+
+    reads.clear()
+    every = [{"k": k, "x": 2, "t": 99} for k in range(0, 4000, 3)]
+    plain = simulate(_sum, [*batches, every], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "c"), 14, every)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    whole = [(n, r) for n, ranges in reads for r in ranges if r[1] is not None]
+    assert sorted(whole) == sorted((n, (0, at[n])) for n in newest)  # each whole, once
+    assert cold.stats[-1].copy_bytes_read == sum(sizes.values())
+
+
 @pytest.mark.parametrize("parallelism", [3, 1])
 def test_a_rescaled_job_starts_from_the_copies_made_at_the_old_parallelism(
     parallelism: int, tmp_path: Any
@@ -112,11 +152,13 @@ def test_a_rescaled_job_starts_from_the_copies_made_at_the_old_parallelism(
     # alone; without copies, every key group's whole chain.
     assert seeded.stats[-1].copy_bytes_read > 0
     assert 0 < seeded.stats[-1].rows_read < rebuilt.stats[-1].rows_read / 3
-    # The new instances put copies of their own, and those of the two old ones are gone.
-    stores = {name.split(".")[0] for name in os.listdir(tmp_path / "10.db.files")}
-    assert {tuple(s.split("-")[1:]) for s in stores} == {
-        (str(parallelism), str(i)) for i in range(parallelism)
-    }
+    # The new instances put copies of their own; of the old ones' only the newest stay,
+    # as every key group's second holder.
+    names = os.listdir(tmp_path / "10.db.files")
+    assert sorted((n.split(".")[0].split("-")[1:], n.split(".")[1]) for n in names) == sorted(
+        [([str(parallelism), str(i)], "000000000014") for i in range(parallelism)]
+        + [(["2", str(i)], "000000000010") for i in range(2)]
+    )
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -145,26 +187,60 @@ def test_cold_starts_give_what_an_uninterrupted_run_gives(seed: int, tmp_path: A
     assert outputs == plain.outputs
 
 
-def test_a_damaged_copy_is_skipped_for_an_older_one(tmp_path: Any) -> None:
+def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[Any]]]:
+    """The reads of copies from a LocalArea, as ``(name, ranges)``."""
+    reads: list[tuple[str, list[Any]]] = []
+    real = LocalArea.read
+
+    def read(self: LocalArea, name: str, ranges: Any) -> Any:
+        reads.append((name, list(ranges)))
+        return real(self, name, ranges)
+
+    monkeypatch.setattr(LocalArea, "read", read)
+    return reads
+
+
+def _flip(path: Any, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_copy_is_skipped_for_an_older_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     storage = f"sqlite:///{tmp_path / 'state.db'}"
     batches = _batches(2, 12)
     _run(batches, storage, str(tmp_path / "a"))
     folder = tmp_path / "state.db.files"
-    for name in os.listdir(folder):
-        if ".000000000010." in name:  # the newest copy of each instance: one byte off
-            data = bytearray((folder / name).read_bytes())
-            data[len(data) // 2] ^= 0xFF
-            (folder / name).write_bytes(bytes(data))
-    sizes = {n: os.path.getsize(folder / n) for n in os.listdir(folder)}
-    last = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 37)]
-    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
-    cold = _cold(storage, str(tmp_path / "b"), 12, last)
+    names = sorted(os.listdir(folder))
+    newest = [n for n in names if ".000000000010." in n]
+    older = [n for n in names if ".000000000000." in n]
+    _flip(folder / newest[0], -1)  # instance 0: its newest index
+    _flip(folder / newest[1], 0)  # instance 1: the first frame of its newest copy
+    sizes = {n: os.path.getsize(folder / n) for n in names}
+    reads = _spy_reads(monkeypatch)
+    every = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 3)]
+    plain = simulate(_sum, [*batches, every], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 12, every)
     assert cold.outputs[-1] == plain.outputs[-1]
-    # both copies of each instance read: the damaged newest and the one of checkpoint 0
-    assert cold.stats[-1].copy_bytes_read == sum(sizes.values())
-    # and, that copy being 12 checkpoints old, a new one put
-    assert cold.stats[-1].copy_bytes_written > 0
-    assert sum(".000000000012." in n for n in os.listdir(folder)) == 2
+    by_name: dict[str, list[Any]] = {}
+    for name, ranges in reads:
+        by_name.setdefault(name, []).extend(ranges)
+    at = {n: int(n.split(".")[2]) for n in names}
+    frames = {n: [r for r in by_name.get(n, []) if r[1] is not None] for n in names}
+    # Instance 0: its newest index only (unsound), then the older copy whole.
+    assert set(by_name[newest[0]]) == {(at[newest[0]], None)} and not frames[newest[0]]
+    assert frames[older[0]] == [(0, at[older[0]])]
+    # Instance 1: its newest copy's first frame fails, so the older copy whole.
+    assert frames[newest[1]] and frames[newest[1]][0][0] == 0
+    assert frames[older[1]] == [(0, at[older[1]])]
+    indexes = sum(sizes[n] - at[n] for n in (*newest, *older))
+    assert cold.stats[-1].copy_bytes_read == indexes + sum(
+        b - a for n in names for a, b in frames[n]
+    )
+    # Both started from checkpoint 0's copies: each puts a new one.
+    assert len([n for n in os.listdir(folder) if ".000000000012." in n]) == 2
 
 
 @pytest.mark.parametrize("parallelism", [3, 1])
@@ -242,32 +318,36 @@ def test_rescales_on_one_machine_give_what_an_uninterrupted_run_gives(
     assert run.outputs == plain.outputs
 
 
-def test_a_rescaled_start_skips_a_damaged_old_copy(tmp_path: Any) -> None:
+def test_a_rescaled_start_skips_a_damaged_old_copy(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     storage = f"sqlite:///{tmp_path / 'state.db'}"
     batches = _batches(6, 12)
     _run(batches, storage, str(tmp_path / "a"))  # copies at 0 and 10 of two instances
     folder = tmp_path / "state.db.files"
     damaged = next(n for n in sorted(os.listdir(folder)) if ".000000000010." in n)
-    data = bytearray((folder / damaged).read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    (folder / damaged).write_bytes(bytes(data))
-    other = f"abcdef-2-0.000000000011.{'0' * 32}.db.zst"  # another operator's
-    (folder / other).write_bytes(b"never read")
+    _flip(folder / damaged, 0)  # its first frame, which every read needs
     operator = damaged.split("-")[0]
-    for bad in ("0-0", "1000-3"):  # parallelisms no run could have: never read
-        (folder / f"{operator}-{bad}.000000000011.{'0' * 32}.db.zst").write_bytes(b"x")
-    sizes = {n: os.path.getsize(folder / n) for n in os.listdir(folder)}
+    never = [f"abcdef-2-0.000000000011.5.{'0' * 32}.copy"]  # another operator's
+    never += [  # parallelisms no run could have
+        f"{operator}-{bad}.000000000011.5.{'0' * 32}.copy" for bad in ("0-0", "1000-3")
+    ]
+    for name in never:
+        (folder / name).write_bytes(b"never read")
+    reads = _spy_reads(monkeypatch)
     last = [{"k": k, "x": 3, "t": 99} for k in range(0, 400, 7)]
     plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
     cold = _cold(storage, str(tmp_path / "b"), 12, last, parallelism=4)
     assert cold.outputs[-1] == plain.outputs[-1]
-    # Each new instance read the old copies its key groups overlap: one of them the
-    # damaged copy, then the older copy of its store; never the other operator's file.
-    read = cold.stats[-1].copy_bytes_read
-    store = damaged.split(".")[0]  # old instance 0, whose key groups new 0 and 1 hold
-    older = next(n for n in sizes if n.startswith(store + ".000000000000."))
-    newest = [n for n in sizes if ".000000000010." in n]
-    assert read == 2 * sum(sizes[n] for n in newest) + 2 * sizes[older]
+    read = {name for name, _ in reads}
+    assert damaged in read and never[0] not in read
+    # The copies named for no possible parallelism: only their index tried (when the new
+    # copies were put), found unsound, and deleted then; the other operator's kept.
+    assert all(ranges == [(5, None)] for name, ranges in reads if name in never)
+    assert [n for n in never if (folder / n).exists()] == never[:1]
+    # The damaged copy's key groups came from the older copy of its store.
+    assert (damaged.split(".")[0], "000000000000") in {tuple(n.split(".")[:2]) for n in read}
+    assert cold.stats[-1].copy_bytes_read > 0
 
 
 def test_a_cold_start_on_every_storage(any_storage_url: str, tmp_path: Any) -> None:
@@ -306,6 +386,13 @@ def test_file_areas(tmp_path: Any) -> None:
         assert area.get("a.db", str(tmp_path / "got")) == 1000
         assert (tmp_path / "got").read_bytes() == b"x" * 1000
         assert area.get("missing", str(tmp_path / "none")) is None
+        assert area.read("a.db", [(0, 3), (998, None), (999, 1005), (5, 5)]) == [
+            b"xxx",
+            b"xx",
+            b"x",
+            b"",
+        ]
+        assert area.read("missing", [(0, 1)]) is None
         area.delete(["a.db", "missing"])
         assert area.names() == ["b.db"]
         os.unlink(tmp_path / "got")
@@ -319,6 +406,7 @@ def test_file_areas(tmp_path: Any) -> None:
 
 
 def test_copies_at_a_new_parallelism_replace_those_of_the_old(tmp_path: Any) -> None:
+    """Once the new instances' copies hold every key group twice."""
     storage = f"sqlite:///{tmp_path / 'state.db'}"
     batches = _batches(4, 8)
     plain = simulate(_sum, batches, key="k", order_by="t", max_key_groups=16)
@@ -332,10 +420,18 @@ def test_copies_at_a_new_parallelism_replace_those_of_the_old(tmp_path: Any) -> 
         local_dir=str(tmp_path / "local"),
         parallelism={0: 2, 4: 3},
         max_key_groups=16,
+        local_copy_every=2,
     )
     assert sim.outputs == plain.outputs
-    stores = {name.split(".")[0] for name in os.listdir(tmp_path / "state.db.files")}
-    assert len(stores) == 3 and all(s.split("-")[1] == "3" for s in stores)
+    names = os.listdir(tmp_path / "state.db.files")
+    assert sorted((n.split(".")[0].split("-", 1)[1], n.split(".")[1][-1]) for n in names) == [
+        ("3-0", "4"),
+        ("3-0", "6"),
+        ("3-1", "4"),
+        ("3-1", "6"),
+        ("3-2", "4"),
+        ("3-2", "6"),
+    ]
 
 
 def test_a_copy_that_cannot_be_put_is_logged_and_the_batch_goes_on(

@@ -1,223 +1,450 @@
 """Copies of instances' local stores, kept in storage's file area for cold restores.
 
 An executor that has no local store for an instance (a new machine, a wiped disk, a
-restart elsewhere) would rebuild every key group a batch touches from its whole chain of
-blocks: a 1% batch reads the whole state. As Spark's and Flink's RocksDB state stores
-upload their files with checkpoints, an instance puts a copy of its local store in the
-storage's file area (:meth:`~objectspace.storage.contract.Backend.file_area`) every few
-checkpoints; a process that opens the instance without a local file starts from the
-newest copy, and brings each key group it touches from the copy's head to the committed
-one by reading only the differential writes after it
-(:meth:`~objectspace.checkpoint.Instance`, "catch up"); a key group compacted since, or
-absent from the copy, is rebuilt from storage as before.
+restart elsewhere, a rescale) would rebuild every key group a batch touches from its whole
+chain of blocks. As Spark's and Flink's RocksDB state stores upload their files with
+checkpoints, an instance puts a copy of its local store in the storage's file area
+(:meth:`~objectspace.storage.contract.Backend.file_area`) every few checkpoints. A store
+that lacks key groups a batch touches takes them from the newest copy made at or before
+the save after the checkpoint the batch runs on that holds them (:class:`Source`, at any
+parallelism), and brings each from the copy's head to the committed one with the
+differential writes after it (:meth:`~objectspace.checkpoint.Instance`, "catch up"); a key
+group compacted since, or in no copy, is rebuilt from storage as before.
 
-A copy is the store's SQLite file (a consistent backup, so the last save's pending edits
-too, which are applied only if that save was committed), compressed with zstd, named
-``<store>.<checkpoint, 12 digits>.<sha-256 of the bytes, 32 hex digits>.db.zst``. A reader
-verifies the digest before it decompresses anything, and then opens the file as any local
-store (its identity and schema are checked; each row carries a CRC): a copy that fails is
-skipped for the next older one. The newest :data:`KEEP` copies of a store are kept.
+A copy is the store's SQLite file (a consistent backup: the last save's pending edits
+too, applied only if that save was committed), compressed with zstd in frames of
+:data:`FRAME_PAGES` pages each, followed by an index: which frames hold each key group's
+rows (the ``rows`` table's leaf pages, found with SQLite's ``dbstat`` table) and which
+hold the rest (the schema, the b-trees' interior pages, the small tables). An empty store
+that wants most of its own copy takes the whole file (decompressed frame by frame, then
+opened as the store: no row rewritten); otherwise only the frames of the skeleton and of
+the wanted key groups are read, into a file of the copy's size whose other pages are
+zeros, from which SQLite reads those key groups' rows (``LocalStore.import_groups``). So a
+cold batch touching k keys reads the pages of at most k key groups, not the whole state.
 
-After a rescale no instance has a copy of its own: a process that opens one without a
-local file builds it from the copies of the instances at the old parallelism whose key
-groups overlap its own, each giving the key groups they share
-(:func:`download_rescaled`), and catches those up as it would its own copy's. Once every
-instance at the new parallelism has put a copy, the next copy put deletes the operator's
-copies at any other.
+Named ``<store>.<checkpoint, 12 digits>.<index offset>.<first 32 hex digits of the
+SHA-256 of the index>.copy`` (``<store>``: ``<operator>-<parallelism>-<index>``). The
+index (MessagePack, from its offset to the end) is checked against the name's digest and
+each frame against its own before anything is decompressed; a store file read from a copy
+is checked as any local store (its identity or schema; each row's CRC on read). A copy
+that fails is skipped for an older copy holding those key groups, or storage.
+
+When a copy is put, the operator's copies that are not among the :data:`KEEP` newest
+holding some key group are deleted (a store's older copies; after a rescale, those at
+the old parallelism once the new instances' copies hold their key groups twice), as are
+copies of the earlier whole-file format (``<store>.<checkpoint>.<digest>.db.zst``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
+import msgpack
 import zstandard
 
-from objectspace.checkpoint import seeds
 from objectspace.checkpoint.local import LocalStore
 from objectspace.errors import StorageError
 from objectspace.storage.areas import FileArea
 
-__all__ = ["KEEP", "download", "download_rescaled", "upload"]
+__all__ = ["FRAME_PAGES", "KEEP", "WHOLE_SHARE", "Source", "upload"]
 
 KEEP = 2
-"""Copies kept per store (the newest ones)."""
+"""Copies kept for each key group (the newest holding it)."""
 
-_CHUNK = 1 << 20
+FRAME_PAGES = 4
+"""Pages of the store file compressed together (the unit a reader fetches)."""
+
+WHOLE_SHARE = 0.5
+"""An empty store takes its own copy whole when the frames it needs are at least this
+share of the copy's."""
+
+_FORMAT = 1
+_READ_GAP = 8 << 10  # frames this close are read at once ...
+_READ_MAX = 8 << 20  # ... up to this many bytes a read
 _NAME = re.compile(
-    r"^(?P<operator>[0-9a-f]+)-(?P<parallelism>\d+)-(?P<index>\d+)"
-    r"\.(?P<checkpoint>\d{12})\.(?P<digest>[0-9a-f]{32})\.db\.zst$"
+    r"^(?P<operator>[0-9a-f]+)-(?P<parallelism>\d+)-(?P<index>\d+)\.(?P<checkpoint>\d{12})"
+    r"\.(?P<at>\d{1,15})\.(?P<digest>[0-9a-f]{32})\.copy$"
 )
+_OLD = re.compile(r"^(?P<operator>[0-9a-f]+)-\d+-\d+\.\d{12}\.[0-9a-f]{32}\.db\.zst$")
 
 
-def _copies(area: FileArea) -> list[tuple[str, int, str, str]]:
-    """``(store, checkpoint, digest, name)`` of every copy in ``area``, newest first; a store
-    is named ``<operator>-<parallelism>-<index>``."""
+class _Copy(NamedTuple):
+    name: str
+    store: str  # <operator>-<parallelism>-<index>
+    parallelism: int
+    number: int  # the instance's index
+    checkpoint: int
+    at: int  # where the index starts
+    digest: str
+
+
+class _Index(NamedTuple):
+    page_size: int
+    pages: int
+    frames: list[tuple[int, int, bytes]]  # offset, length, first 16 bytes of its SHA-256
+    skeleton: set[int]  # frames every partial read needs
+    groups: dict[int, set[int]]  # key group -> the frames of its rows
+
+
+def _copies(area: FileArea, operator: str) -> list[_Copy]:
+    """The copies of ``operator``'s stores in ``area``, newest first."""
     found = []
     for name in area.names():
         match = _NAME.match(name)
-        if match:
-            store = f"{match['operator']}-{match['parallelism']}-{match['index']}"
-            found.append((store, int(match["checkpoint"]), match["digest"], name))
-    return sorted(found, key=lambda c: c[1], reverse=True)
+        if match and match["operator"] == operator:
+            parallelism, number = int(match["parallelism"]), int(match["index"])
+            store = f"{operator}-{parallelism}-{number}"
+            found.append(
+                _Copy(
+                    name,
+                    store,
+                    parallelism,
+                    number,
+                    int(match["checkpoint"]),
+                    int(match["at"]),
+                    match["digest"],
+                )
+            )
+    return sorted(found, key=lambda c: c.checkpoint, reverse=True)
+
+
+# -- putting a copy ------------------------------------------------------------------------
 
 
 def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> int:
     """Put a copy of ``local`` (named ``store``, holding the save of ``checkpoint_id``) in
-    ``area``, delete the copies beyond the newest :data:`KEEP`, and record the checkpoint
-    in the store (:meth:`LocalStore.copied_at`); the bytes put."""
-    folder = os.path.dirname(local.path)
+    ``area``, delete the operator's copies no longer kept (see the module docstring), and
+    record the checkpoint in the store (:meth:`LocalStore.copied_at`); the bytes put."""
     previous = local.copied_at()
     local.set_copied_at(checkpoint_id)  # before the backup: the copy says it is the last
     try:
-        size = _put(local, area, store, checkpoint_id, folder)
+        size = _put(local, area, store, checkpoint_id)
     except BaseException:
         local.set_copied_at(previous)
         raise
-    # One listing: this store's copies beyond the newest KEEP, and the operator's copies
-    # at other parallelisms (left by runs before a rescale) once every instance at this
-    # parallelism has a copy (until then they seed those that have none).
-    operator, parallelism, _ = store.split("-")
-    found = _copies(area)
-    mine = [name for other, _, _, name in found if other == store]
-    stale: list[str] = []
-    if {other for other, _, _, _ in found} >= {
-        f"{operator}-{parallelism}-{index}" for index in range(int(parallelism))
-    }:
-        stale = [
-            name
-            for other, _, _, name in found
-            if other.startswith(operator + "-") and other.split("-")[1] != parallelism
-        ]
-    area.delete([*mine[KEEP:], *stale])
+    with contextlib.suppress(StorageError):  # (then at a later copy put)
+        _prune(area, store.split("-")[0])
     return size
 
 
-def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int, folder: str) -> int:
-    with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
+def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> int:
+    with tempfile.TemporaryDirectory(prefix=".copy-", dir=os.path.dirname(local.path)) as tmp:
         raw = os.path.join(tmp, "store.db")
-        packed = os.path.join(tmp, "store.db.zst")
         local.backup(raw)
-        digest = hashlib.sha256()
-        with open(raw, "rb") as source, open(packed, "wb") as target:
-            writer = zstandard.ZstdCompressor(level=1).stream_writer(target, closefd=False)
-            with writer:
-                while chunk := source.read(_CHUNK):
-                    writer.write(chunk)
-        with open(packed, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
-        name = f"{store}.{checkpoint_id:012d}.{digest.hexdigest()[:32]}.db.zst"
+        page_size, pages, skeleton, groups = _map(raw)
+        frame_bytes = page_size * FRAME_PAGES
+        packed = os.path.join(tmp, "copy")
+        frames: list[list[Any]] = []
+        compressor = zstandard.ZstdCompressor(level=1)
+        with open(raw, "rb") as source, open(packed, "wb") as out:
+            while chunk := source.read(frame_bytes):
+                data = compressor.compress(chunk)
+                frames.append([out.tell(), len(data), hashlib.sha256(data).digest()[:16]])
+                out.write(data)
+            at = out.tell()
+            index = msgpack.packb(
+                [
+                    _FORMAT,
+                    page_size,
+                    pages,
+                    FRAME_PAGES,
+                    frames,
+                    _runs(_frames_of(skeleton)),
+                    [[g, _runs(_frames_of(p))] for g, p in sorted(groups.items())],
+                ],
+                use_bin_type=True,
+            )
+            out.write(index)
+        name = f"{store}.{checkpoint_id:012d}.{at}.{hashlib.sha256(index).hexdigest()[:32]}.copy"
         return area.put(name, packed)
 
 
-def download(area: FileArea, store: str, at_most: int, path: str) -> tuple[int, bool]:
-    """Write the newest copy of ``store`` made at or before checkpoint ``at_most`` whose
-    bytes match their digest to ``path`` (unless a file is there); the bytes read from
-    ``area``, and whether a copy was written."""
-    read = 0
-    folder = os.path.dirname(path)
-    for other, checkpoint_id, digest, name in _copies(area):
-        if other != store or checkpoint_id > at_most:
+def _frames_of(pages: Iterable[int]) -> set[int]:
+    return {(p - 1) // FRAME_PAGES for p in pages}
+
+
+def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
+    """The page size and count of the store file ``path``, the pages a reader of any key
+    group needs (the schema, the small tables, the ``rows`` table's interior pages and
+    their overflow pages), and the pages of each key group it holds: the leaves holding
+    its rows and their overflow pages, with the leaf before and the leaf after them (where
+    a range scan may start and stops). Without SQLite's ``dbstat`` table no key group is
+    mapped (readers then take the copy whole or not at all)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        try:
+            stat = db.execute("SELECT name, path, pageno, pagetype, ncell FROM dbstat").fetchall()
+        except sqlite3.OperationalError:
+            return page_size, pages, set(), {}
+        counts = dict(db.execute("SELECT g, count(*) FROM rows GROUP BY g"))
+        held = [g for (g,) in db.execute("SELECT g FROM groups UNION SELECT g FROM pending")]
+    tree = {
+        path: (p, kind, n)
+        for name, path, p, kind, n in stat
+        if name == "rows" and kind != "overflow"
+    }
+    overflow: dict[int, set[int]] = {}  # a leaf's page -> the overflow pages of its cells
+    skeleton = {1}
+    for name, path, p, kind, _ in stat:
+        owner = tree.get(path.split("+")[0]) if name == "rows" and kind == "overflow" else None
+        if owner is not None and owner[1] == "leaf":
+            overflow.setdefault(owner[0], set()).add(p)
+        elif name != "rows" or kind != "leaf":
+            skeleton.add(p)
+    leaves = list(_leaves(tree))
+    groups: dict[int, set[int]] = {}
+    first = at = 0
+    for g in sorted({*counts, *held}):  # the key groups' rows in key order, against the leaves'
+        stop = first + counts.get(g, 0)
+        while at < len(leaves) and leaves[at][1] <= first:
+            at += 1
+        end = max(at - 1, 0)
+        found: set[int] = set()
+        while end < len(leaves) and (end < at or leaves[end][0] < stop):
+            found.add(leaves[end][2])
+            end += 1
+        if end < len(leaves):
+            found.add(leaves[end][2])
+        groups[g] = found.union(*(overflow.get(p, ()) for p in found))
+        first = stop
+    return page_size, pages, skeleton, groups
+
+
+def _leaves(tree: dict[str, tuple[int, str, int]]) -> Iterator[tuple[int, int, int]]:
+    """``(first row, stop, page)`` of each leaf page of an index b-tree (``dbstat``'s
+    ``path -> (page, type, cells)``), in key order: an in-order walk, where an interior
+    page's cells lie between its children."""
+    at = 0
+    stack: list[tuple[str, int]] = [("/", 0)] if "/" in tree else []
+    while stack:
+        path, child = stack.pop()
+        page, kind, cells = tree[path]
+        if kind == "leaf":
+            yield at, at + cells, page
+            at += cells
             continue
-        with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
-            size, part = _fetch(area, name, digest, tmp)
-            read += size
-            if part is None:
-                continue  # damaged: an older copy, or none
-            try:
-                os.link(part, path)  # (never over a file another process made)
-            except FileExistsError:
-                return read, False
-            return read, True
-    return read, False
+        if 0 < child <= cells:
+            at += 1  # the cell between children child - 1 and child
+        below = f"{path}{child:03x}/"
+        if below in tree:
+            stack.append((path, child + 1))
+            stack.append((below, 0))
 
 
-def download_rescaled(
-    area: FileArea,
-    store: str,
-    key_groups: range,
-    at_most: int,
-    path: str,
-    identity: bytes,
-    range_of: Callable[[int, int], range],
-) -> tuple[int, int]:
-    """Seed ``path`` (unless a file is there) for ``store``, an instance of its operator at
-    a parallelism that has no copy yet (the job was rescaled), from the copies of the
-    instances at the parallelism of the newest copies made at or before ``at_most``: each
-    one whose key groups (``range_of(index, parallelism)``) overlap ``key_groups`` gives
-    those it shares (:func:`~objectspace.checkpoint.seeds.build_at`); a damaged copy gives
-    way to an older one of its store, and the key groups no copy gives are rebuilt from storage as before.
-    Returns the bytes read from ``area`` and how many key groups the seed holds."""
-    operator, parallelism, _ = store.split("-")
-    others = [
-        copy
-        for copy in _copies(area)
-        if copy[1] <= at_most
-        and copy[0].startswith(operator + "-")
-        and copy[0].split("-")[1] != parallelism
-        and _ranges(range_of, int(copy[0].split("-")[1]))  # (a name no run could put: skipped)
-    ]
-    if not others:
-        return 0, 0
-    old = int(others[0][0].split("-")[1])  # the parallelism of the newest copy
-    read = 0
-    folder = os.path.dirname(path)
-    with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
-        sources: list[tuple[str, range]] = []
-        for index in range(old):
-            common = seeds.shared(range_of(index, old), key_groups)
-            if not common:
+def _runs(numbers: Iterable[int]) -> list[list[int]]:
+    """Sorted ``numbers`` as ``[first, count]`` runs."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][0] + runs[-1][1] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return runs
+
+
+def _prune(area: FileArea, operator: str) -> None:
+    """Delete ``operator``'s copies that are not among the :data:`KEEP` newest holding some
+    key group (one whose index cannot be read holds none), and its copies of the earlier
+    whole-file format."""
+    kept: set[str] = set()
+    holders: dict[int, int] = {}
+    copies = _copies(area, operator)
+    for copy in copies:
+        index, _ = _index(area, copy)
+        for g in () if index is None else index.groups:
+            if holders.get(g, 0) < KEEP:
+                holders[g] = holders.get(g, 0) + 1
+                kept.add(copy.name)
+    old = [n for n in area.names() if (m := _OLD.match(n)) and m["operator"] == operator]
+    area.delete([*(c.name for c in copies if c.name not in kept), *old])
+
+
+# -- reading a copy ------------------------------------------------------------------------
+
+
+def _index(area: FileArea, copy: _Copy) -> tuple[_Index | None, int]:
+    """The index of ``copy`` (``None``: the copy is gone or its index fails its digest or
+    its shape) and the bytes read for it."""
+    found = area.read(copy.name, [(copy.at, None)])
+    if found is None:
+        return None, 0
+    raw = found[0]
+    if hashlib.sha256(raw).hexdigest()[:32] != copy.digest:
+        return None, len(raw)
+    try:
+        version, page_size, pages, frame_pages, frames, skeleton, groups = msgpack.unpackb(
+            raw, strict_map_key=True
+        )
+        index = _Index(
+            int(page_size),
+            int(pages),
+            [(int(o), int(n), bytes(d)) for o, n, d in frames],
+            _unrun(skeleton),
+            {int(g): _unrun(runs) for g, runs in groups},
+        )
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return None, len(raw)
+    if version != _FORMAT or frame_pages != FRAME_PAGES or index.page_size <= 0:
+        return None, len(raw)
+    return index, len(raw)
+
+
+def _unrun(runs: list[list[int]]) -> set[int]:
+    return {n for first, count in runs for n in range(int(first), int(first) + int(count))}
+
+
+def _write_frames(
+    area: FileArea, copy: _Copy, index: _Index, wanted: set[int], target: str
+) -> tuple[int, bool]:
+    """Write frames ``wanted`` of ``copy`` decompressed at their places in the file
+    ``target`` (made of the copy's size: pages not written read as zeros): the bytes
+    read, and whether every frame was (not when one is missing, fails its digest or does
+    not decompress)."""
+    frame_bytes = index.page_size * FRAME_PAGES
+    reads: list[list[int]] = []
+    for i in sorted(wanted):
+        if i >= len(index.frames):
+            return 0, False
+        offset, length, _ = index.frames[i]
+        if reads:
+            last = index.frames[reads[-1][-1]]
+            start = index.frames[reads[-1][0]][0]
+            if offset - (last[0] + last[1]) <= _READ_GAP and offset + length - start <= _READ_MAX:
+                reads[-1].append(i)
                 continue
-            name_of = f"{operator}-{old}-{index}"
-            for other, _, digest, name in others:
-                if other != name_of:
-                    continue
-                size, part = _fetch(area, name, digest, os.path.join(tmp, str(index)))
-                read += size
-                if part is not None:
-                    sources.append((part, common))
-                    break
-        held = seeds.build_at(path, identity, sources) if sources else 0
-    return read, held
+        reads.append([i])
+    read = 0
+    decompressor = zstandard.ZstdDecompressor()
+    with open(target, "wb") as out:
+        out.truncate(index.pages * index.page_size)
+        for members in reads:
+            start = index.frames[members[0]][0]
+            stop = index.frames[members[-1]][0] + index.frames[members[-1]][1]
+            try:
+                got = area.read(copy.name, [(start, stop)])
+            except StorageError:
+                return read, False
+            if got is None:
+                return read, False
+            read += len(got[0])
+            for i in members:
+                offset, length, digest = index.frames[i]
+                data = got[0][offset - start : offset - start + length]
+                if len(data) != length or hashlib.sha256(data).digest()[:16] != digest:
+                    return read, False
+                try:
+                    plain = decompressor.decompress(data, max_output_size=frame_bytes)
+                except zstandard.ZstdError:
+                    return read, False
+                out.seek(i * frame_bytes)
+                out.write(plain)
+    return read, True
 
 
-def _ranges(range_of: Callable[[int, int], range], parallelism: int) -> bool:
-    """Whether ``parallelism`` is one the key space allows (``range_of`` takes it)."""
-    try:
-        range_of(0, parallelism)
-    except (ValueError, IndexError):
-        return False
-    return True
+class Source:
+    """Where the key groups a local store lacks come from: the copies of its operator's
+    stores in ``area`` (see the module docstring). ``store`` names the local store
+    (``<operator>-<parallelism>-<index>``); ``range_of(index, parallelism)`` gives an
+    instance's key groups, so only the copies of instances that held some of the wanted
+    ones are read (a copy named for a parallelism the key space cannot have is skipped).
+    :attr:`bytes_read` counts what it read from ``area``."""
+
+    def __init__(
+        self,
+        area: FileArea,
+        store: str,
+        local: LocalStore,
+        range_of: Callable[[int, int], range],
+    ) -> None:
+        self.area = area
+        self.store = store
+        self.local = local
+        self.range_of = range_of
+        self.bytes_read = 0
+        self._listed: list[_Copy] | None = None
+        self._indexes: dict[str, _Index | None] = {}
+
+    def take_read(self) -> int:
+        """The bytes read since the last call."""
+        read, self.bytes_read = self.bytes_read, 0
+        return read
+
+    def __call__(self, key_groups: list[int], at_most: int) -> int:
+        """Put into the local store each of ``key_groups`` (which it holds nothing of) that
+        a copy made at or before checkpoint ``at_most`` holds, from the newest such copy
+        that reads soundly; how many key groups were put."""
+        wanted = set(key_groups)
+        put = 0
+        if self._listed is None:
+            self._listed = _copies(self.area, self.store.split("-")[0])
+            # The store's own copies first among those of a checkpoint.
+            self._listed.sort(key=lambda c: (-c.checkpoint, c.store != self.store))
+        for copy in self._listed:
+            if not wanted:
+                break
+            if copy.checkpoint > at_most or not self._may_hold(copy, wanted):
+                continue
+            index = self._index(copy)
+            taking = wanted & set(() if index is None else index.groups)
+            if index is None or not taking:
+                continue
+            if self._take(copy, index, taking):
+                wanted -= taking
+                put += len(taking)
+                if copy.store == self.store and self.local.copied_at() is None:
+                    self.local.set_copied_at(copy.checkpoint)
+        return put
+
+    def _index(self, copy: _Copy) -> _Index | None:
+        if copy.name not in self._indexes:
+            index, read = _index(self.area, copy)
+            self._indexes[copy.name] = index
+            self.bytes_read += read
+        return self._indexes[copy.name]
+
+    def _may_hold(self, copy: _Copy, wanted: set[int]) -> bool:
+        try:
+            held = self.range_of(copy.number, copy.parallelism)
+        except (ValueError, IndexError):
+            return False  # (a name no run could put)
+        return any(g in held for g in wanted)
+
+    def _take(self, copy: _Copy, index: _Index, groups: set[int]) -> bool:
+        """Put ``groups`` of ``copy`` into the local store: the whole file, as the store
+        itself, when it is the store's own copy, the store holds nothing and they need most
+        of its frames; else the frames they need, their rows imported. Whether it could."""
+        frames = set(index.skeleton)
+        for g in groups:
+            frames |= index.groups[g]
+        whole = copy.store == self.store and (
+            len(frames) >= WHOLE_SHARE * len(index.frames) and self.local.holds() == 0
+        )
+        if whole:
+            frames = set(range(len(index.frames)))
+        folder = os.path.dirname(self.local.path)
+        with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
+            part = os.path.join(tmp, "store.db")
+            read, sound = _write_frames(self.area, copy, index, frames, part)
+            self.bytes_read += read
+            if not sound:
+                self._listed = None  # (damaged or gone: the next call lists them again)
+                return False
+            if whole:
+                return self.local.adopt(part)
+            try:
+                self.local.import_groups(part, _ranges(groups))
+            except sqlite3.DatabaseError:
+                return False
+        return True
 
 
-def _fetch(area: FileArea, name: str, digest: str, folder: str) -> tuple[int, str | None]:
-    """Get the copy ``name`` into ``folder`` (made if missing) and decompress it there: the
-    bytes read from ``area`` and the decompressed file, or ``None`` when the copy is gone,
-    cannot be read, or its bytes do not match ``digest``."""
-    os.makedirs(folder, exist_ok=True)
-    packed = os.path.join(folder, "store.db.zst")
-    try:
-        size = area.get(name, packed)
-    except StorageError:
-        return 0, None
-    if size is None:
-        return 0, None
-    found = hashlib.sha256()
-    with open(packed, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            found.update(chunk)
-    if found.hexdigest()[:32] != digest:
-        return size, None
-    part = os.path.join(folder, "store.db")
-    try:
-        with open(packed, "rb") as source, open(part, "wb") as target:
-            zstandard.ZstdDecompressor().copy_stream(source, target)
-    except zstandard.ZstdError:
-        return size, None
-    finally:
-        os.unlink(packed)
-    return size, part
+def _ranges(groups: Iterable[int]) -> list[range]:
+    return [range(first, first + count) for first, count in _runs(groups)]

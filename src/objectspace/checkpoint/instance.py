@@ -17,18 +17,8 @@ from objectspace.collector import gc_paused
 from objectspace.errors import CheckpointError, StorageError
 from objectspace.residents import COMPACT_BYTES
 from objectspace.space import ObjectSpace
-from objectspace.storage.contract import (
-    PendingPart,
-    StagedWrite,
-    WriteInfo,
-)
-from objectspace.tables import (
-    CheckpointKind,
-    DictReader,
-    StateWriter,
-    TableChanges,
-    WriteStats,
-)
+from objectspace.storage.contract import PendingPart, StagedWrite, WriteInfo
+from objectspace.tables import CheckpointKind, DictReader, StateWriter, TableChanges, WriteStats
 
 if TYPE_CHECKING:
     from objectspace.checkpoint.operator import Operator
@@ -199,6 +189,12 @@ class Instance:
             else job.backend.head_digests(job.name, op.name, range(wanted[0], wanted[-1] + 1), base)
         )
         kept = local.heads(wanted)
+        if local.source is not None and base is not None:  # from copies, if they hold them
+            lack = [
+                g for g in wanted if g in committed and g not in kept and local.pending(g) is None
+            ]
+            if lack and local.source(lack, base + 1):
+                kept = local.heads(wanted)
         rebuild: list[int] = []
         behind: dict[int, LocalHead] = {}
         ready: dict[int, LocalHead | None] = {}

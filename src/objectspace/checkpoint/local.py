@@ -27,6 +27,7 @@ Row keys: the object id's UTF-8 with NUL escaped (``00`` → ``00 ff``), ``00 00
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import pathlib
 import sqlite3
@@ -48,6 +49,7 @@ _KIND_TAG = b"K"
 _END = b"\x00\x00"
 _CRC = struct.Struct(">I")
 _SCHEMA = 3
+_GROUP_TABLES = ("rows", "groups", "pending", "pending_rows")
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",
@@ -176,14 +178,9 @@ def holds_state(path: str) -> bool:
         # (read-write, never created: a read-only connection cannot open a database in
         # WAL mode whose -wal file is gone, and would read as holding nothing)
         uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=rw"
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            found = db.execute(
-                "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
-            ).fetchone()
-            return found is not None
-        finally:
-            db.close()
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            query = "SELECT 1 FROM groups UNION ALL SELECT 1 FROM pending LIMIT 1"
+            return db.execute(query).fetchone() is not None
     except sqlite3.OperationalError as exc:
         return "no such table" not in str(exc)  # busy or locked: in use, so kept
     except sqlite3.Error:
@@ -204,7 +201,11 @@ class LocalStore:
         self.path = path
         self._lock_fd = lock_fd
         self.locked = lock_fd is not None
+        self._identity = identity
         self._db = self._connect(path, identity)
+        # Where key groups it lacks may come from: ``source(key_groups, at_most)`` puts
+        # those a copy made at or before checkpoint ``at_most`` holds (copies.Source).
+        self.source: Callable[[list[int], int], int] | None = None
 
     @classmethod
     def open(
@@ -212,8 +213,8 @@ class LocalStore:
     ) -> LocalStore | None:
         """The store in ``path``, locked for this process, or ``None`` if it is in use.
         ``seed(path)``, called under the lock when the file at ``path`` holds no key group
-        and no pending save (or there is none), may put one there (a copy of the store, :mod:`objectspace.checkpoint.copies`); a file it
-        puts is checked as any other (its identity, its schema)."""
+        and no pending save (or there is none), may put one there (:mod:`.seeds`); a file
+        it puts is checked as any other (its identity, its schema)."""
         fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         if not try_lock(fd):
             os.close(fd)
@@ -301,11 +302,20 @@ class LocalStore:
 
     def backup(self, target: str) -> None:
         """Write a consistent copy of the whole file to ``target`` (a new file)."""
-        copy = sqlite3.connect(target)
-        try:
+        with contextlib.closing(sqlite3.connect(target)) as copy:
             self._db.backup(copy)
-        finally:
-            copy.close()
+
+    def adopt(self, source: str) -> bool:
+        """Replace this store, which holds nothing, by the store file ``source`` (moved
+        here; a copy of this store); whether it is of this store's identity and schema
+        (if not, the store is empty again)."""
+        self._db.close()
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path + suffix)
+        os.replace(source, self.path)
+        self._db = self._connect(self.path, self._identity)
+        return self.holds() > 0
 
     def copied_at(self) -> int | None:
         """The checkpoint of the last copy of this file put in storage (:meth:`set_copied_at`)."""
@@ -315,11 +325,12 @@ class LocalStore:
     def set_copied_at(self, checkpoint_id: int | None) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('copied_at', ?)", (checkpoint_id,))
 
-    def import_groups(self, source: str, key_groups: range) -> None:
+    def import_groups(self, source: str, key_groups: Iterable[range]) -> None:
         """Copy the key groups ``key_groups`` of the store file ``source`` (the same
-        operator's store at another parallelism) into this store as they are there: rows,
-        recorded heads, pending saves; in one transaction. Raises ``sqlite3.DatabaseError``
-        (nothing copied) when ``source`` is not a store of this schema."""
+        operator's store at another parallelism, a copy read in part) into this store as
+        they are there: rows, recorded heads, pending saves; in one transaction. Raises
+        ``sqlite3.DatabaseError`` (nothing copied) when ``source`` is not a store of this
+        schema or cannot be read."""
         db = self._db
         db.execute("ATTACH DATABASE ? AS source", (source,))
         try:
@@ -328,11 +339,11 @@ class LocalStore:
                 raise sqlite3.DatabaseError(f"{source} is not a local store of schema {_SCHEMA}")
             db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("rows", "groups", "pending", "pending_rows"):
+                for table, run in itertools.product(_GROUP_TABLES, key_groups):
                     db.execute(
                         f"INSERT OR REPLACE INTO main.{table} "
                         f"SELECT * FROM source.{table} WHERE g >= ? AND g < ?",
-                        (key_groups.start, key_groups.stop),
+                        (run.start, run.stop),
                     )
                 db.execute("COMMIT")
             except BaseException:
@@ -524,7 +535,7 @@ class LocalStore:
         groups = [(g,) for g in key_groups]
         db.execute("BEGIN IMMEDIATE")
         try:
-            for table in ("rows", "groups", "pending", "pending_rows"):
+            for table in _GROUP_TABLES:
                 db.executemany(f"DELETE FROM {table} WHERE g = ?", groups)
             db.execute("COMMIT")
         except BaseException:

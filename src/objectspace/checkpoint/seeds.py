@@ -3,11 +3,11 @@
 A local store caches the key groups of one instance at one parallelism (its file name and
 identity say which). After a rescale the instances own other key-group ranges, so no
 store fits: without this module each new instance would rebuild every key group it
-touches from its whole chain in storage. Instead a new store is built from the stores of
-the old instances that share its key groups, each giving the rows, recorded heads and
-pending saves of those key groups as they are (:func:`build`): from the stores the old
-parallelism left on this machine (:func:`reuse`, before they are deleted), or from their
-copies in storage (:func:`objectspace.checkpoint.copies.download_rescaled`). What a built
+touches from its whole chain in storage (or from the copies in storage,
+:class:`objectspace.checkpoint.copies.Source`). Instead a new store is built from the
+stores the old parallelism left on this machine (:func:`reuse`, before they are
+deleted), of the old instances that share its key groups, each giving the rows, recorded
+heads and pending saves of those key groups as they are (:func:`build`). What a built
 store holds is checked as any local store's is: each key group's head against the write
 its chain ends with (caught up with the writes made since, or rebuilt), each row's CRC on
 read.
@@ -36,7 +36,7 @@ def build(target: str, identity: bytes, sources: Sequence[tuple[str, range]]) ->
     try:
         for source, key_groups in sources:
             with contextlib.suppress(sqlite3.DatabaseError):
-                store.import_groups(source, key_groups)
+                store.import_groups(source, [key_groups])
         return store.holds()
     finally:
         store.close()

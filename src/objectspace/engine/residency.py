@@ -310,7 +310,7 @@ class Residency:
         """Where the instances put copies of their local stores, if they do."""
         return None if plan.copy_every is None else plan.storage.backend.file_area()
 
-    def _open(self, plan: TaskPlan, index: int, stats: TaskStats) -> LocalStore:
+    def _open(self, plan: TaskPlan, index: int) -> LocalStore:
         """Instance ``index``'s local store, locked for this process; a private one (a new
         file, deleted on :meth:`close`) when another process holds it.
 
@@ -327,36 +327,18 @@ class Residency:
             _reuse(folder, operator, plan)
             _sweep(folder, operator, plan.parallelism)
         name = _store_name(plan, index)
-        area = self._area(plan)
-        seed = None
-        if area is not None and plan.base is not None:
-            # No local file (a new machine, a wiped disk): start from the newest copy
-            # made at or before the save of the checkpoint after the base.
-            at_most = plan.base + 1
-
-            def seed(path: str) -> None:
-                read, written = copies.download(area, name, at_most, path)
-                if not written and not os.path.exists(path):
-                    # None of its own: after a rescale, from the old instances' copies.
-                    range_of = KeyGroups(plan.info.max_key_groups).range_of
-                    more, _ = copies.download_rescaled(
-                        area,
-                        name,
-                        range_of(index, plan.parallelism),
-                        at_most,
-                        path,
-                        identity,
-                        range_of,
-                    )
-                    read += more
-                stats.copy_bytes_read += read
-
-        store = LocalStore.open(os.path.join(folder, name + ".db"), identity, seed)
+        store = LocalStore.open(os.path.join(folder, name + ".db"), identity)
         if store is None:
             path = tempfile.mkdtemp(prefix=f"{name}-", dir=folder)
             self._private.append(path)
             store = LocalStore.open(os.path.join(path, "state.db"), identity)
             assert store is not None
+        area = self._area(plan)
+        if area is not None:
+            # The key groups it lacks (a new machine, a wiped disk, a rescale) from the
+            # pieces of the copies in storage that hold them.
+            range_of = KeyGroups(plan.info.max_key_groups).range_of
+            store.source = copies.Source(area, name, store, range_of)
         return store
 
     def instance(self, plan: TaskPlan, index: int, stats: TaskStats) -> Instance:
@@ -383,7 +365,7 @@ class Residency:
                 else:
                     local.close()
         if store is None:
-            store = self._open(plan, index, stats)
+            store = self._open(plan, index)
         return plan.restore(index, local=store)
 
     def keep(self, plan: TaskPlan, index: int, instance: Instance, stats: TaskStats) -> None:
@@ -391,6 +373,8 @@ class Residency:
         the budget, and let other processes use its local store until the next task."""
         started = time.perf_counter()
         key = self._key(plan, index)
+        if instance.local is not None and isinstance(instance.local.source, copies.Source):
+            stats.copy_bytes_read += instance.local.source.take_read()
         if plan.replay:
             if instance.local is not None:
                 instance.local.close()

@@ -15,7 +15,7 @@ import os
 import shutil
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from objectspace.errors import StorageError
@@ -48,6 +48,11 @@ class FileArea(ABC):
     def get(self, name: str, target: str) -> int | None:
         """Copy ``name`` to the local file ``target``; its size, or ``None`` if there is
         no such file."""
+
+    @abstractmethod
+    def read(self, name: str, ranges: Sequence[tuple[int, int | None]]) -> list[bytes] | None:
+        """The bytes of each ``(start, stop)`` range of ``name`` (``stop`` ``None``: to its
+        end; fewer where the file is shorter), or ``None`` if there is no such file."""
 
     @abstractmethod
     def names(self) -> list[str]:
@@ -89,6 +94,20 @@ class LocalArea(FileArea):
         except OSError as exc:
             raise StorageError(f"cannot read {name!r} from {self.root!r}: {exc}") from exc
         return os.path.getsize(target)
+
+    def read(self, name: str, ranges: Sequence[tuple[int, int | None]]) -> list[bytes] | None:
+        source = os.path.join(self.root, check_name(name))
+        try:
+            with open(source, "rb") as f:
+                found = []
+                for start, stop in ranges:
+                    f.seek(start)
+                    found.append(f.read() if stop is None else f.read(max(stop - start, 0)))
+                return found
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {name!r} from {self.root!r}: {exc}") from exc
 
     def names(self) -> list[str]:
         try:
@@ -134,6 +153,15 @@ class FsspecArea(FileArea):
         except Exception as exc:
             raise StorageError(f"cannot read {name!r} from {self.base!r}: {exc}") from exc
         return os.path.getsize(target)
+
+    def read(self, name: str, ranges: Sequence[tuple[int, int | None]]) -> list[bytes] | None:
+        source = self._path(name)
+        try:
+            return [bytes(self.fs.cat_file(source, start=a, end=b)) for a, b in ranges]
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise StorageError(f"cannot read {name!r} from {self.base!r}: {exc}") from exc
 
     def names(self) -> list[str]:
         try:
