@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import sqlite3
+import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgpack
 import zstandard
@@ -66,6 +68,7 @@ WHOLE_SHARE = 0.5
 share of the copy's."""
 
 _FORMAT = 1
+_DIGEST = 8  # bytes of a frame's SHA-256 kept
 _READ_GAP = 8 << 10  # frames this close are read at once ...
 _READ_MAX = 8 << 20  # ... up to this many bytes a read
 _NAME = re.compile(
@@ -88,7 +91,7 @@ class _Copy(NamedTuple):
 class _Index(NamedTuple):
     page_size: int
     pages: int
-    frames: list[tuple[int, int, bytes]]  # offset, length, first 16 bytes of its SHA-256
+    frames: list[tuple[int, int, bytes]]  # offset, length, first bytes of its SHA-256
     skeleton: set[int]  # frames every partial read needs
     groups: dict[int, set[int]]  # key group -> the frames of its rows
 
@@ -141,12 +144,14 @@ def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> i
         page_size, pages, skeleton, groups = _map(raw)
         frame_bytes = page_size * FRAME_PAGES
         packed = os.path.join(tmp, "copy")
-        frames: list[list[Any]] = []
+        lengths: list[int] = []
+        digests: list[bytes] = []
         compressor = zstandard.ZstdCompressor(level=1)
         with open(raw, "rb") as source, open(packed, "wb") as out:
             while chunk := source.read(frame_bytes):
                 data = compressor.compress(chunk)
-                frames.append([out.tell(), len(data), hashlib.sha256(data).digest()[:16]])
+                lengths.append(len(data))
+                digests.append(hashlib.sha256(data).digest()[:_DIGEST])
                 out.write(data)
             at = out.tell()
             index = msgpack.packb(
@@ -155,7 +160,8 @@ def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> i
                     page_size,
                     pages,
                     FRAME_PAGES,
-                    frames,
+                    struct.pack(f"<{len(lengths)}I", *lengths),
+                    b"".join(digests),
                     _runs(_frames_of(skeleton)),
                     [[g, _runs(_frames_of(p))] for g, p in sorted(groups.items())],
                 ],
@@ -280,19 +286,30 @@ def _index(area: FileArea, copy: _Copy) -> tuple[_Index | None, int]:
     if hashlib.sha256(raw).hexdigest()[:32] != copy.digest:
         return None, len(raw)
     try:
-        version, page_size, pages, frame_pages, frames, skeleton, groups = msgpack.unpackb(
-            raw, strict_map_key=True
+        version, page_size, pages, frame_pages, lengths, digests, skeleton, groups = (
+            msgpack.unpackb(raw, strict_map_key=True)
         )
+        sizes = struct.unpack(f"<{len(lengths) // 4}I", lengths)
+        offsets = itertools.accumulate(sizes, initial=0)
         index = _Index(
             int(page_size),
             int(pages),
-            [(int(o), int(n), bytes(d)) for o, n, d in frames],
+            [
+                (offset, size, digests[i * _DIGEST : (i + 1) * _DIGEST])
+                for i, (offset, size) in enumerate(zip(offsets, sizes, strict=False))
+            ],
             _unrun(skeleton),
             {int(g): _unrun(runs) for g, runs in groups},
         )
-    except (ValueError, TypeError, msgpack.UnpackException):
+    except (ValueError, TypeError, struct.error, msgpack.UnpackException):
         return None, len(raw)
-    if version != _FORMAT or frame_pages != FRAME_PAGES or index.page_size <= 0:
+    if (
+        version != _FORMAT
+        or frame_pages != FRAME_PAGES
+        or index.page_size <= 0
+        or len(digests) != len(sizes) * _DIGEST
+        or sum(sizes) != copy.at
+    ):
         return None, len(raw)
     return index, len(raw)
 
@@ -338,7 +355,7 @@ def _write_frames(
             for i in members:
                 offset, length, digest = index.frames[i]
                 data = got[0][offset - start : offset - start + length]
-                if len(data) != length or hashlib.sha256(data).digest()[:16] != digest:
+                if len(data) != length or hashlib.sha256(data).digest()[:_DIGEST] != digest:
                     return read, False
                 try:
                     plain = decompressor.decompress(data, max_output_size=frame_bytes)
