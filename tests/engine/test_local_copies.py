@@ -3,15 +3,17 @@ instance starts from the newest copy and reads only the writes made since."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
 import shutil
+import sqlite3
 from typing import Any
 
 import pytest
 
-from objectspace.checkpoint import CompactionPolicy
+from objectspace.checkpoint import CompactionPolicy, copies
 from objectspace.engine.columns import check_copy_every
 from objectspace.keygroups import KeyGroups
 from objectspace.storage import open_backend
@@ -113,6 +115,14 @@ def test_a_cold_batch_reads_the_pages_of_the_key_groups_it_touches(
     rebuilt = _cold(storage, str(tmp_path / "r"), 14, last, local_copy_every=None)
     assert 0 < cold.stats[-1].rows_read < rebuilt.stats[-1].rows_read / 3  # (the writes after)
 
+    # Two batches in one process, touching other key groups: no frame of a copy read twice.
+    reads.clear()
+    more = [{"k": k, "x": 1, "t": 99} for k in range(100, 4000, 500)]
+    _run([[] for _ in range(14)] + [last, more], storage, str(tmp_path / "d"))
+    frames = sorted((n, r) for n, ranges in reads for r in ranges if r[1] is not None)
+    for (n1, (_, b1)), (n2, (a2, _)) in itertools.pairwise(frames):
+        assert n1 != n2 or b1 <= a2  # disjoint
+
     reads.clear()
     every = [{"k": k, "x": 2, "t": 99} for k in range(0, 4000, 3)]
     plain = simulate(_sum, [*batches, every], key="k", order_by="t", max_key_groups=16)
@@ -121,6 +131,32 @@ def test_a_cold_batch_reads_the_pages_of_the_key_groups_it_touches(
     whole = [(n, r) for n, ranges in reads for r in ranges if r[1] is not None]
     assert sorted(whole) == sorted((n, (0, at[n])) for n in newest)  # each whole, once
     assert cold.stats[-1].copy_bytes_read == sum(sizes.values())
+
+
+def test_copies_without_dbstat_are_read_whole(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'state.db'}"
+    batches = _batches(10, 12)
+    with monkeypatch.context() as patch:
+
+        def no_dbstat(db: Any) -> Any:
+            raise sqlite3.OperationalError("no such table: dbstat")
+
+        patch.setattr(copies, "_pages", no_dbstat)
+        _run(batches, storage, str(tmp_path / "a"))
+    folder = tmp_path / "state.db.files"
+    newest = sorted(n for n in os.listdir(folder) if ".000000000010." in n)
+    at = {n: int(n.split(".")[2]) for n in newest}
+    reads = _spy_reads(monkeypatch)
+    last = [{"k": 5, "x": 1, "t": 99}]
+    plain = simulate(_sum, [*batches, last], key="k", order_by="t", max_key_groups=16)
+    cold = _cold(storage, str(tmp_path / "b"), 12, last)
+    assert cold.outputs[-1] == plain.outputs[-1]
+    frames = [(n, r) for n, ranges in reads for r in ranges if r[1] is not None]
+    (name,) = {n for n, _ in frames}  # one key, one instance: its copy, every frame
+    assert frames == [(name, (0, at[name]))]
+    assert cold.stats[-1].copy_bytes_read > at[name]
 
 
 @pytest.mark.parametrize("parallelism", [3, 1])

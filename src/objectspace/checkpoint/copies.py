@@ -45,7 +45,7 @@ import re
 import sqlite3
 import struct
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import NamedTuple
 
 import msgpack
@@ -181,17 +181,17 @@ def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
     group needs (the schema, the small tables, the ``rows`` table's interior pages and
     their overflow pages), and the pages of each key group it holds: the leaves holding
     its rows and their overflow pages, with the leaf before and the leaf after them (where
-    a range scan may start and stops). Without SQLite's ``dbstat`` table no key group is
-    mapped (readers then take the copy whole or not at all)."""
+    a range scan may start and stops). Without SQLite's ``dbstat`` table every page is a
+    skeleton page (readers then read the copy whole)."""
     with contextlib.closing(sqlite3.connect(path)) as db:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
         pages = db.execute("PRAGMA page_count").fetchone()[0]
-        try:
-            stat = db.execute("SELECT name, path, pageno, pagetype, ncell FROM dbstat").fetchall()
-        except sqlite3.OperationalError:
-            return page_size, pages, set(), {}
-        counts = dict(db.execute("SELECT g, count(*) FROM rows GROUP BY g"))
         held = [g for (g,) in db.execute("SELECT g FROM groups UNION SELECT g FROM pending")]
+        try:
+            stat = _pages(db)
+        except sqlite3.OperationalError:  # every page a skeleton page: read whole
+            return page_size, pages, set(range(1, pages + 1)), {g: set() for g in held}
+        counts = dict(db.execute("SELECT g, count(*) FROM rows GROUP BY g"))
     tree = {
         path: (p, kind, n)
         for name, path, p, kind, n in stat
@@ -222,6 +222,12 @@ def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
         groups[g] = found.union(*(overflow.get(p, ()) for p in found))
         first = stop
     return page_size, pages, skeleton, groups
+
+
+def _pages(db: sqlite3.Connection) -> list[tuple[str, str, int, str, int]]:
+    """``(table, path, page, type, cells)`` of every page (SQLite's ``dbstat``; raises
+    ``sqlite3.OperationalError`` where the library has no such table)."""
+    return db.execute("SELECT name, path, pageno, pagetype, ncell FROM dbstat").fetchall()
 
 
 def _leaves(tree: dict[str, tuple[int, str, int]]) -> Iterator[tuple[int, int, int]]:
@@ -319,12 +325,17 @@ def _unrun(runs: list[list[int]]) -> set[int]:
 
 
 def _write_frames(
-    area: FileArea, copy: _Copy, index: _Index, wanted: set[int], target: str
+    area: FileArea,
+    copy: _Copy,
+    index: _Index,
+    wanted: set[int],
+    target: str,
+    present: Container[int] = (),
 ) -> tuple[int, bool]:
     """Write frames ``wanted`` of ``copy`` decompressed at their places in the file
-    ``target`` (made of the copy's size: pages not written read as zeros): the bytes
-    read, and whether every frame was (not when one is missing, fails its digest or does
-    not decompress)."""
+    ``target`` (made of the copy's size if missing: pages not written read as zeros;
+    ``present``: the frames it has): the bytes read, and whether every frame was (not
+    when one is missing, fails its digest or does not decompress)."""
     frame_bytes = index.page_size * FRAME_PAGES
     reads: list[list[int]] = []
     for i in sorted(wanted):
@@ -334,14 +345,20 @@ def _write_frames(
         if reads:
             last = index.frames[reads[-1][-1]]
             start = index.frames[reads[-1][0]][0]
-            if offset - (last[0] + last[1]) <= _READ_GAP and offset + length - start <= _READ_MAX:
+            between = range(reads[-1][-1] + 1, i)  # (frames ``target`` has are not read again)
+            near = offset - (last[0] + last[1]) <= _READ_GAP and all(
+                j not in present for j in between
+            )
+            if near and offset + length - start <= _READ_MAX:
                 reads[-1].append(i)
                 continue
         reads.append([i])
     read = 0
     decompressor = zstandard.ZstdDecompressor()
-    with open(target, "wb") as out:
-        out.truncate(index.pages * index.page_size)
+    fresh = not os.path.exists(target)
+    with open(target, "wb" if fresh else "r+b") as out:
+        if fresh:
+            out.truncate(index.pages * index.page_size)
         for members in reads:
             start = index.frames[members[0]][0]
             stop = index.frames[members[-1]][0] + index.frames[members[-1]][1]
@@ -388,6 +405,8 @@ class Source:
         self.bytes_read = 0
         self._listed: list[_Copy] | None = None
         self._indexes: dict[str, _Index | None] = {}
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._parts: dict[str, tuple[str, set[int]]] = {}  # copy -> its file here, frames in it
 
     def take_read(self) -> int:
         """The bytes read since the last call."""
@@ -437,7 +456,9 @@ class Source:
     def _take(self, copy: _Copy, index: _Index, groups: set[int]) -> bool:
         """Put ``groups`` of ``copy`` into the local store: the whole file, as the store
         itself, when it is the store's own copy, the store holds nothing and they need most
-        of its frames; else the frames they need, their rows imported. Whether it could."""
+        of its frames; else the frames they need, their rows imported. Whether it could.
+        The frames read of a copy are kept (in a file of the process's) for the next key
+        groups taken from it: no frame is read twice."""
         frames = set(index.skeleton)
         for g in groups:
             frames |= index.groups[g]
@@ -446,21 +467,29 @@ class Source:
         )
         if whole:
             frames = set(range(len(index.frames)))
-        folder = os.path.dirname(self.local.path)
-        with tempfile.TemporaryDirectory(prefix=".copy-", dir=folder) as tmp:
-            part = os.path.join(tmp, "store.db")
-            read, sound = _write_frames(self.area, copy, index, frames, part)
-            self.bytes_read += read
-            if not sound:
-                self._listed = None  # (damaged or gone: the next call lists them again)
-                return False
-            if whole:
+        if self._folder is None:
+            folder = os.path.dirname(self.local.path)
+            self._folder = tempfile.TemporaryDirectory(prefix=".copies-", dir=folder)
+        part, present = self._parts.setdefault(
+            copy.name, (os.path.join(self._folder.name, copy.name + ".db"), set())
+        )
+        read, sound = _write_frames(self.area, copy, index, frames - present, part, present)
+        self.bytes_read += read
+        present |= frames
+        try:
+            if sound and whole:
+                del self._parts[copy.name]  # (moved: the store's file now)
                 return self.local.adopt(part)
-            try:
+            if sound:
                 self.local.import_groups(part, _ranges(groups))
-            except sqlite3.DatabaseError:
-                return False
-        return True
+                return True
+        except sqlite3.DatabaseError:
+            pass
+        self._parts.pop(copy.name, None)  # damaged or gone: never read from again here
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)
+        self._listed = None  # (the next call lists the copies again)
+        return False
 
 
 def _ranges(groups: Iterable[int]) -> list[range]:

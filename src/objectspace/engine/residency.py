@@ -295,6 +295,7 @@ class Residency:
         self.instances: dict[tuple[str, ...], Instance] = {}
         self._private: list[str] = []
         self._swept: set[tuple[str, int]] = set()
+        self._sources: dict[tuple[str, str], copies.Source] = {}
 
     def _folder(self, plan: TaskPlan) -> str:
         folder = self.root or plan.local_dir or default_local_dir()
@@ -336,9 +337,16 @@ class Residency:
         area = self._area(plan)
         if area is not None:
             # The key groups it lacks (a new machine, a wiped disk, a rescale) from the
-            # pieces of the copies in storage that hold them.
-            range_of = KeyGroups(plan.info.max_key_groups).range_of
-            store.source = copies.Source(area, name, store, range_of)
+            # copies in storage that hold them (copies.Source, asked by Instance._load_local);
+            # one per store and process, keeping what it read of the copies.
+            source = self._sources.get((repr(area), name))
+            if source is None:
+                range_of = KeyGroups(plan.info.max_key_groups).range_of
+                source = self._sources[(repr(area), name)] = copies.Source(
+                    area, name, store, range_of
+                )
+            source.local = store
+            store.source = source
         return store
 
     def instance(self, plan: TaskPlan, index: int, stats: TaskStats) -> Instance:
@@ -463,6 +471,7 @@ class Residency:
         for path in self._private:
             shutil.rmtree(path, ignore_errors=True)
         self._private.clear()
+        self._sources.clear()
 
 
 def discard(instance: Instance) -> None:
