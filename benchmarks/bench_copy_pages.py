@@ -14,7 +14,7 @@ schema, the interior pages, the small tables). For k key groups it writes the sk
 those key groups' pages into a file of the backup's size whose other pages are zeros,
 opens it with SQLite, and checks that the rows of those key groups read back equal to the
 backup's. Printed: the share of the file those pages are, and the share read when
-pages are fetched in frames of 1, 4, 16 or 64 pages (a copy compressed frame by frame).
+pages are fetched in frames of 1, 2, 4, 16 or 64 pages (a copy compressed frame by frame).
 
     .venv/bin/python -m benchmarks.bench_copy_pages [--keys N] [--key-groups G]
         [--updates U] [--touch F] [--load-batches L]
@@ -35,7 +35,7 @@ from typing import Any
 from objectspace.checkpoint import copies
 from objectspace.testing import simulate
 
-FRAMES = (1, 4, 16, 64)
+FRAMES = (1, 2, 4, 16, 64)
 
 
 def _add(key: Any, rows: list[dict[str, Any]], state: Any) -> list[Any]:

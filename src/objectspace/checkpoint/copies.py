@@ -45,7 +45,7 @@ import re
 import sqlite3
 import struct
 import tempfile
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import msgpack
@@ -69,8 +69,7 @@ share of the copy's."""
 
 _FORMAT = 1
 _DIGEST = 8  # bytes of a frame's SHA-256 kept
-_READ_GAP = 8 << 10  # frames this close are read at once ...
-_READ_MAX = 8 << 20  # ... up to this many bytes a read
+_READ_MAX = 8 << 20  # bytes of frames asked for at once (adjacent frames: one range)
 _NAME = re.compile(
     r"^(?P<operator>[0-9a-f]+)-(?P<parallelism>\d+)-(?P<index>\d+)\.(?P<checkpoint>\d{12})"
     r"\.(?P<at>\d{1,15})\.(?P<digest>[0-9a-f]{32})\.copy$"
@@ -325,61 +324,63 @@ def _unrun(runs: list[list[int]]) -> set[int]:
 
 
 def _write_frames(
-    area: FileArea,
-    copy: _Copy,
-    index: _Index,
-    wanted: set[int],
-    target: str,
-    present: Container[int] = (),
+    area: FileArea, copy: _Copy, index: _Index, wanted: set[int], target: str
 ) -> tuple[int, bool]:
     """Write frames ``wanted`` of ``copy`` decompressed at their places in the file
-    ``target`` (made of the copy's size if missing: pages not written read as zeros;
-    ``present``: the frames it has): the bytes read, and whether every frame was (not
-    when one is missing, fails its digest or does not decompress)."""
+    ``target`` (made of the copy's size if missing: pages not written read as zeros): the
+    bytes read, and whether every frame was (not when one is missing, fails its digest
+    or does not decompress). Runs of adjacent frames are one range each, the ranges of up
+    to ``_READ_MAX`` bytes asked for in one call (concurrently where the area can)."""
     frame_bytes = index.page_size * FRAME_PAGES
-    reads: list[list[int]] = []
+    runs: list[list[int]] = []  # adjacent frames, read as one range of up to _READ_MAX
     for i in sorted(wanted):
         if i >= len(index.frames):
             return 0, False
-        offset, length, _ = index.frames[i]
-        if reads:
-            last = index.frames[reads[-1][-1]]
-            start = index.frames[reads[-1][0]][0]
-            between = range(reads[-1][-1] + 1, i)  # (frames ``target`` has are not read again)
-            near = offset - (last[0] + last[1]) <= _READ_GAP and all(
-                j not in present for j in between
-            )
-            if near and offset + length - start <= _READ_MAX:
-                reads[-1].append(i)
-                continue
-        reads.append([i])
+        start = index.frames[runs[-1][0]][0] if runs else 0
+        end = index.frames[i][0] + index.frames[i][1]
+        if runs and runs[-1][-1] == i - 1 and end - start <= _READ_MAX:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    batches: list[list[list[int]]] = []  # runs asked for in one call, up to _READ_MAX bytes
+    size = _READ_MAX
+    for run in runs:
+        length = sum(index.frames[i][1] for i in run)
+        if size + length > _READ_MAX:
+            batches.append([])
+            size = 0
+        batches[-1].append(run)
+        size += length
     read = 0
     decompressor = zstandard.ZstdDecompressor()
     fresh = not os.path.exists(target)
     with open(target, "wb" if fresh else "r+b") as out:
         if fresh:
             out.truncate(index.pages * index.page_size)
-        for members in reads:
-            start = index.frames[members[0]][0]
-            stop = index.frames[members[-1]][0] + index.frames[members[-1]][1]
+        for batch in batches:
+            ranges = [
+                (index.frames[r[0]][0], index.frames[r[-1]][0] + index.frames[r[-1]][1])
+                for r in batch
+            ]
             try:
-                got = area.read(copy.name, [(start, stop)])
+                got = area.read(copy.name, ranges)
             except StorageError:
                 return read, False
             if got is None:
                 return read, False
-            read += len(got[0])
-            for i in members:
-                offset, length, digest = index.frames[i]
-                data = got[0][offset - start : offset - start + length]
-                if len(data) != length or hashlib.sha256(data).digest()[:_DIGEST] != digest:
-                    return read, False
-                try:
-                    plain = decompressor.decompress(data, max_output_size=frame_bytes)
-                except zstandard.ZstdError:
-                    return read, False
-                out.seek(i * frame_bytes)
-                out.write(plain)
+            for run, (start, _), data in zip(batch, ranges, got, strict=True):
+                read += len(data)
+                for i in run:
+                    offset, length, digest = index.frames[i]
+                    frame = data[offset - start : offset - start + length]
+                    if len(frame) != length or hashlib.sha256(frame).digest()[:_DIGEST] != digest:
+                        return read, False
+                    try:
+                        plain = decompressor.decompress(frame, max_output_size=frame_bytes)
+                    except zstandard.ZstdError:
+                        return read, False
+                    out.seek(i * frame_bytes)
+                    out.write(plain)
     return read, True
 
 
@@ -473,7 +474,7 @@ class Source:
         part, present = self._parts.setdefault(
             copy.name, (os.path.join(self._folder.name, copy.name + ".db"), set())
         )
-        read, sound = _write_frames(self.area, copy, index, frames - present, part, present)
+        read, sound = _write_frames(self.area, copy, index, frames - present, part)
         self.bytes_read += read
         present |= frames
         try:

@@ -157,6 +157,17 @@ class FsspecArea(FileArea):
     def read(self, name: str, ranges: Sequence[tuple[int, int | None]]) -> list[bytes] | None:
         source = self._path(name)
         try:
+            if len(ranges) > 1 and getattr(self.fs, "async_impl", False):  # (S3: concurrent)
+                found = self.fs.cat_ranges(
+                    [source] * len(ranges),
+                    [a for a, _ in ranges],
+                    [b for _, b in ranges],
+                    on_error="return",
+                )
+                for result in found:
+                    if isinstance(result, Exception):
+                        raise result
+                return [bytes(r) for r in found]
             return [bytes(self.fs.cat_file(source, start=a, end=b)) for a, b in ranges]
         except FileNotFoundError:
             return None
