@@ -15,7 +15,8 @@ A copy is the store's SQLite file (a consistent backup: the last save's pending 
 too, applied only if that save was committed), compressed with zstd in frames of
 :data:`FRAME_PAGES` pages each, followed by an index: which frames hold each key group's
 rows (the ``rows`` table's leaf pages, found with SQLite's ``dbstat`` table) and which
-hold the rest (the schema, the b-trees' interior pages, the small tables). An empty store
+hold the rest (the schema, the b-trees' interior pages, the small tables; the
+``pending_rows`` table is mapped by key group as ``rows`` is). An empty store
 that wants most of its own copy takes the whole file (decompressed frame by frame, then
 opened as the store: no row rewritten); otherwise only the frames of the skeleton and of
 the wanted key groups are read, into a file of the copy's size whose other pages are
@@ -175,13 +176,17 @@ def _frames_of(pages: Iterable[int]) -> set[int]:
     return {(p - 1) // FRAME_PAGES for p in pages}
 
 
+_BY_GROUP = ("rows", "pending_rows")  # WITHOUT ROWID b-trees keyed by key group first
+
+
 def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
     """The page size and count of the store file ``path``, the pages a reader of any key
-    group needs (the schema, the small tables, the ``rows`` table's interior pages and
-    their overflow pages), and the pages of each key group it holds: the leaves holding
-    its rows and their overflow pages, with the leaf before and the leaf after them (where
-    a range scan may start and stops). Without SQLite's ``dbstat`` table every page is a
-    skeleton page (readers then read the copy whole)."""
+    group needs (the schema, the small tables, the interior pages of the tables keyed by
+    key group and their overflow pages), and the pages of each key group it holds: in
+    each of those tables, the leaves holding its rows and their overflow pages, with the
+    leaf before and the leaf after them (where a range scan may start and stops). Without
+    SQLite's ``dbstat`` table every page is a skeleton page (readers then read the copy
+    whole)."""
     with contextlib.closing(sqlite3.connect(path)) as db:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
         pages = db.execute("PRAGMA page_count").fetchone()[0]
@@ -190,36 +195,36 @@ def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
             stat = _pages(db)
         except sqlite3.OperationalError:  # every page a skeleton page: read whole
             return page_size, pages, set(range(1, pages + 1)), {g: set() for g in held}
-        counts = dict(db.execute("SELECT g, count(*) FROM rows GROUP BY g"))
-    tree = {
-        path: (p, kind, n)
-        for name, path, p, kind, n in stat
-        if name == "rows" and kind != "overflow"
-    }
-    overflow: dict[int, set[int]] = {}  # a leaf's page -> the overflow pages of its cells
-    skeleton = {1}
-    for name, path, p, kind, _ in stat:
-        owner = tree.get(path.split("+")[0]) if name == "rows" and kind == "overflow" else None
-        if owner is not None and owner[1] == "leaf":
-            overflow.setdefault(owner[0], set()).add(p)
-        elif name != "rows" or kind != "leaf":
-            skeleton.add(p)
-    leaves = list(_leaves(tree))
-    groups: dict[int, set[int]] = {}
-    first = at = 0
-    for g in sorted({*counts, *held}):  # the key groups' rows in key order, against the leaves'
-        stop = first + counts.get(g, 0)
-        while at < len(leaves) and leaves[at][1] <= first:
-            at += 1
-        end = max(at - 1, 0)
-        found: set[int] = set()
-        while end < len(leaves) and (end < at or leaves[end][0] < stop):
-            found.add(leaves[end][2])
-            end += 1
-        if end < len(leaves):
-            found.add(leaves[end][2])
-        groups[g] = found.union(*(overflow.get(p, ()) for p in found))
-        first = stop
+        counts = {
+            table: dict(db.execute(f"SELECT g, count(*) FROM {table} GROUP BY g"))
+            for table in _BY_GROUP
+        }
+    skeleton = {1} | {p for name, _, p, _, _ in stat if name not in _BY_GROUP}
+    groups: dict[int, set[int]] = {g: set() for g in sorted({*held, *counts["rows"]})}
+    for table in _BY_GROUP:
+        tree = {path: (p, kind, n) for name, path, p, kind, n in stat if name == table}
+        overflow: dict[int, set[int]] = {}  # a leaf's page -> the overflow pages of its cells
+        for path, (p, kind, _) in tree.items():
+            owner = tree.get(path.split("+")[0]) if kind == "overflow" else None
+            if owner is not None and owner[1] == "leaf":
+                overflow.setdefault(owner[0], set()).add(p)
+            elif kind != "leaf":
+                skeleton.add(p)
+        leaves = list(_leaves({k: v for k, v in tree.items() if v[1] != "overflow"}))
+        first = at = 0
+        for g in sorted({*groups, *counts[table]}):  # rows in key order, against the leaves'
+            stop = first + counts[table].get(g, 0)
+            while at < len(leaves) and leaves[at][1] <= first:
+                at += 1
+            end = max(at - 1, 0)
+            found: set[int] = set()
+            while end < len(leaves) and (end < at or leaves[end][0] < stop):
+                found.add(leaves[end][2])
+                end += 1
+            if end < len(leaves):
+                found.add(leaves[end][2])
+            groups.setdefault(g, set()).update(found, *(overflow.get(p, ()) for p in found))
+            first = stop
     return page_size, pages, skeleton, groups
 
 
