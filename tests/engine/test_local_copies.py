@@ -3,6 +3,7 @@ instance starts from the newest copy and reads only the writes made since."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from objectspace.checkpoint import CompactionPolicy, copies
+from objectspace.checkpoint.local import LocalHead, LocalStore
 from objectspace.engine.columns import check_copy_every
 from objectspace.keygroups import KeyGroups
 from objectspace.storage import open_backend
@@ -482,3 +484,43 @@ def test_a_copy_that_cannot_be_put_is_logged_and_the_batch_goes_on(
     assert sim.outputs == plain.outputs
     assert sum(s.copy_bytes_written for s in sim.stats) == 0
     assert "no copy of its local store put in LocalArea" in caplog.text
+
+
+def test_a_copy_reads_the_store_s_own_file_or_a_backup_when_its_log_is_held(
+    tmp_path: Any,
+) -> None:
+    path = str(tmp_path / "s.db")
+    store = LocalStore.open(path, b"one")
+    assert store is not None
+    for g in range(4):
+        rows = {f"k{g}-{i}".encode(): b"v" * 40 for i in range(300)}
+        store.replace(g, {"state/index": rows}, LocalHead(g + 1, 1, None, 1, 0, 0))
+
+    def copied_at(raw: str) -> Any:
+        with contextlib.closing(sqlite3.connect(raw)) as db:
+            return db.execute("SELECT value FROM meta WHERE name = 'copied_at'").fetchone()[0]
+
+    store.set_copied_at(7)  # in the log, not yet in the file
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM rows").fetchone()  # holds the log
+    with store.frozen(str(tmp_path)) as raw:
+        assert raw != path  # a backup: the file alone lacks the log's writes
+        assert copied_at(raw) == 7
+    reader.execute("COMMIT")
+    reader.close()
+    store.set_copied_at(8)
+    with store.frozen(str(tmp_path)) as raw:
+        assert raw == path  # the store's own file, its log emptied into it
+        assert os.path.getsize(path + "-wal") == 0
+        data = (tmp_path / "s.db").read_bytes()
+        (tmp_path / "alone.db").write_bytes(data)
+        assert copied_at(str(tmp_path / "alone.db")) == 8  # the file alone is the whole store
+        writer = sqlite3.connect(path, isolation_level=None, timeout=0)
+        writer.execute("INSERT INTO meta VALUES ('x', 1)")  # another connection writes its log
+        assert writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 1  # busy
+        writer.close()
+        assert (tmp_path / "s.db").read_bytes() == data  # the file stays as it was read
+    store.set_copied_at(9)  # the store goes on after the context
+    assert store.copied_at() == 9
+    store.close()

@@ -11,9 +11,10 @@ parallelism), and brings each from the copy's head to the committed one with the
 differential writes after it (:meth:`~objectspace.checkpoint.Instance`, "catch up"); a key
 group compacted since, or in no copy, is rebuilt from storage as before.
 
-A copy is the store's SQLite file (a consistent backup: the last save's pending edits
-too, applied only if that save was committed), compressed with zstd in frames of
-:data:`FRAME_PAGES` pages each, followed by an index: which frames hold each key group's
+A copy is the store's SQLite file (its log checkpointed into it and read whole under a
+read transaction, or a backup where another connection holds the log: consistent, the last
+save's pending edits too, applied only if that save was committed), compressed with zstd
+in frames of :data:`FRAME_PAGES` pages each, followed by an index: which frames hold each key group's
 rows (the ``rows`` table's leaf pages, found with SQLite's ``dbstat`` table) and which
 hold the rest (the schema, the b-trees' interior pages, the small tables; the
 ``pending_rows`` table is mapped by key group as ``rows`` is). An empty store
@@ -42,6 +43,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import pathlib
 import re
 import sqlite3
 import struct
@@ -126,7 +128,7 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
     ``area``, delete the operator's copies no longer kept (see the module docstring), and
     record the checkpoint in the store (:meth:`LocalStore.copied_at`); the bytes put."""
     previous = local.copied_at()
-    local.set_copied_at(checkpoint_id)  # before the backup: the copy says it is the last
+    local.set_copied_at(checkpoint_id)  # before the copy is read: it says it is the last
     try:
         size = _put(local, area, store, checkpoint_id)
     except BaseException:
@@ -139,17 +141,16 @@ def upload(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) ->
 
 def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> int:
     with tempfile.TemporaryDirectory(prefix=".copy-", dir=os.path.dirname(local.path)) as tmp:
-        raw = os.path.join(tmp, "store.db")
-        local.backup(raw)
-        page_size, pages, skeleton, groups = _map(raw)
-        frame_bytes = page_size * FRAME_PAGES
         packed = os.path.join(tmp, "copy")
         lengths: list[int] = []
         digests: list[bytes] = []
         compressor = zstandard.ZstdCompressor(level=1)
-        with open(raw, "rb") as source, open(packed, "wb") as out:
-            while chunk := source.read(frame_bytes):
-                data = compressor.compress(chunk)
+        with local.frozen(tmp) as raw, open(raw, "rb") as source, open(packed, "wb") as out:
+            page_size, pages, skeleton, groups = _map(raw)
+            frame_bytes = page_size * FRAME_PAGES
+            size = pages * page_size  # (the file may run past its last page)
+            for start in range(0, size, frame_bytes):
+                data = compressor.compress(source.read(min(frame_bytes, size - start)))
                 lengths.append(len(data))
                 digests.append(hashlib.sha256(data).digest()[:_DIGEST])
                 out.write(data)
@@ -187,7 +188,9 @@ def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
     leaf before and the leaf after them (where a range scan may start and stops). Without
     SQLite's ``dbstat`` table every page is a skeleton page (readers then read the copy
     whole)."""
-    with contextlib.closing(sqlite3.connect(path)) as db:
+    with contextlib.closing(
+        sqlite3.connect(f"{pathlib.Path(path).as_uri()}?mode=ro", uri=True)
+    ) as db:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         held = [g for (g,) in db.execute("SELECT g FROM groups UNION SELECT g FROM pending")]

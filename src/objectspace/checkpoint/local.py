@@ -300,10 +300,23 @@ class LocalStore:
                     os.unlink(path + suffix)
         raise AssertionError("unreachable")
 
-    def backup(self, target: str) -> None:
-        """Write a consistent copy of the whole file to ``target`` (a new file)."""
-        with contextlib.closing(sqlite3.connect(target)) as copy:
-            self._db.backup(copy)
+    @contextlib.contextmanager
+    def frozen(self, folder: str) -> Iterator[str]:
+        """A consistent file of this whole store while the context lasts: its own file, the
+        log checkpointed into it and a read transaction held (no copy written), or where
+        another connection holds the log, a backup in ``folder``."""
+        db, backup = self._db, os.path.join(folder, "store.db")
+        if db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # busy
+            with contextlib.closing(sqlite3.connect(backup)) as copy:
+                db.backup(copy)
+            yield backup
+            return
+        db.execute("BEGIN")
+        try:
+            db.execute("SELECT count(*) FROM meta").fetchone()  # the read starts here
+            yield self.path
+        finally:
+            db.execute("COMMIT")
 
     def adopt(self, source: str) -> bool:
         """Replace this store, which holds nothing, by the store file ``source`` (moved
@@ -390,10 +403,7 @@ class LocalStore:
             "FROM pending WHERE g = ?",
             (key_group,),
         ).fetchone()
-        if row is None:
-            return None
-        checkpoint_id, write_id, version, digest, parent, full, size, rows = row
-        return Pending(checkpoint_id, write_id, version, digest, parent, bool(full), size, rows)
+        return None if row is None else Pending._make((*row[:5], bool(row[5]), *row[6:]))
 
     def set_pending(
         self, key_group: int, pending: Pending, edits: Mapping[str, TableChanges]
