@@ -43,6 +43,10 @@ static PyObject *str_dict;         /* "__dict__" */
 static PyObject *str_delitem;      /* "__delitem__" */
 static PyObject *str_maxes;        /* "_maxes" */
 static PyObject *str_lists;        /* "_lists" */
+static PyObject *str_load;         /* "_load" */
+static PyObject *str_index;        /* "_index" */
+static PyObject *str_len;          /* "_len" */
+static PyObject *str_expand;       /* "_expand" */
 static PyObject *int_zero;         /* 0 */
 static PyObject *int_one;          /* 1 */
 static PyObject *copyreg_newobj;   /* copyreg.__newobj__ */
@@ -1664,6 +1668,213 @@ done:
     return found;
 }
 
+/* bisect_right(list, x), as the bisect module does it (x < item); -1 with an error set. */
+static Py_ssize_t
+bisect_right_in(PyObject *list, PyObject *x)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (mid >= PyList_GET_SIZE(list)) { /* the list shrank under a comparison */
+            PyErr_SetString(PyExc_RuntimeError, "a sorted list changed while it was read");
+            return -1;
+        }
+        PyObject *item = PyList_GET_ITEM(list, mid);
+        Py_INCREF(item);
+        int less = PyObject_RichCompareBool(x, item, Py_LT);
+        Py_DECREF(item);
+        if (less < 0) {
+            return -1;
+        }
+        if (less) {
+            hi = mid;
+        }
+        else {
+            lo = mid + 1;
+        }
+    }
+    return lo;
+}
+
+/* sorted_insert(sorted_list, value): sortedcontainers' SortedList.add(value) (see
+   objectspace.collections._pycore.sorted_insert): the bisections and the insertion here, the
+   list's own _expand when a sublist outgrows twice the load or its position index is
+   built, and its own add for an empty list. */
+static PyObject *
+core_sorted_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sorted_insert takes sorted_list, value");
+        return NULL;
+    }
+    PyObject *sorted_list = args[0], *value = args[1];
+    PyObject *maxes = PyObject_GetAttr(sorted_list, str_maxes);
+    if (maxes == NULL) {
+        return NULL;
+    }
+    PyObject *lists = PyObject_GetAttr(sorted_list, str_lists);
+    if (lists == NULL) {
+        Py_DECREF(maxes);
+        return NULL;
+    }
+    PyObject *result = NULL, *sub = NULL, *found = NULL;
+    if (!PyList_Check(maxes) || !PyList_Check(lists) || PyList_GET_SIZE(maxes) == 0 ||
+        PyList_GET_SIZE(maxes) != PyList_GET_SIZE(lists)) {
+        result = PyObject_CallMethodOneArg(sorted_list, str_add, value);
+        goto done;
+    }
+    Py_ssize_t pos = bisect_right_in(maxes, value);
+    if (pos < 0) {
+        goto done;
+    }
+    Py_ssize_t last = PyList_GET_SIZE(maxes) - 1;
+    if (pos > last + 1 || last >= PyList_GET_SIZE(lists)) {
+        PyErr_SetString(PyExc_RuntimeError, "a sorted list changed while it was read");
+        goto done;
+    }
+    sub = PyList_GET_ITEM(lists, pos > last ? last : pos);
+    Py_INCREF(sub);
+    if (!PyList_Check(sub)) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedList (_lists)");
+        goto done;
+    }
+    if (pos > last) { /* past every sublist's maximum: the last sublist's new maximum */
+        pos = last;
+        if (PyList_Append(sub, value) < 0) {
+            goto done;
+        }
+        Py_INCREF(value);
+        if (PyList_SetItem(maxes, pos, value) < 0) {
+            goto done;
+        }
+    }
+    else {
+        Py_ssize_t at = bisect_right_in(sub, value);
+        if (at < 0 || PyList_Insert(sub, at, value) < 0) {
+            goto done;
+        }
+    }
+    /* _expand(pos): only a split or a built position index needs its work */
+    PyObject *load = PyObject_GetAttr(sorted_list, str_load);
+    if (load == NULL) {
+        goto done;
+    }
+    Py_ssize_t twice = PyLong_Check(load) ? PyLong_AsSsize_t(load) : -1;
+    Py_DECREF(load);
+    if (twice == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    PyObject *index = PyObject_GetAttr(sorted_list, str_index);
+    if (index == NULL) {
+        goto done;
+    }
+    int plain = PyList_Check(index) && PyList_GET_SIZE(index) == 0 && twice >= 0 &&
+                PyList_GET_SIZE(sub) <= 2 * twice;
+    Py_DECREF(index);
+    if (!plain) {
+        PyObject *at = PyLong_FromSsize_t(pos);
+        if (at == NULL) {
+            goto done;
+        }
+        found = PyObject_CallMethodOneArg(sorted_list, str_expand, at);
+        Py_DECREF(at);
+        if (found == NULL) {
+            goto done;
+        }
+    }
+    PyObject *length = PyObject_GetAttr(sorted_list, str_len);
+    if (length == NULL) {
+        goto done;
+    }
+    PyObject *more = PyNumber_Add(length, int_one);
+    Py_DECREF(length);
+    if (more == NULL) {
+        goto done;
+    }
+    int failed = PyObject_SetAttr(sorted_list, str_len, more);
+    Py_DECREF(more);
+    if (failed == 0) {
+        result = Py_NewRef(Py_None);
+    }
+done:
+    Py_XDECREF(found);
+    Py_XDECREF(sub);
+    Py_DECREF(maxes);
+    Py_DECREF(lists);
+    if (result != NULL && result != Py_None) { /* the list's own add returns None */
+        Py_SETREF(result, Py_NewRef(Py_None));
+    }
+    return result;
+}
+
+/* sorted_between(sorted_list, low, high): the elements x of sortedcontainers' SortedList
+   ``sorted_list`` with low <= x < high, ascending, as a new list (see
+   objectspace.collections._pycore.sorted_between). */
+static PyObject *
+core_sorted_between(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "sorted_between takes sorted_list, low, high");
+        return NULL;
+    }
+    PyObject *high = args[2];
+    PyObject *maxes = PyObject_GetAttr(args[0], str_maxes);
+    if (maxes == NULL) {
+        return NULL;
+    }
+    PyObject *lists = PyObject_GetAttr(args[0], str_lists);
+    if (lists == NULL) {
+        Py_DECREF(maxes);
+        return NULL;
+    }
+    PyObject *found = NULL;
+    if (!PyList_Check(maxes) || !PyList_Check(lists)) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedList (_maxes, _lists)");
+        goto done;
+    }
+    Py_ssize_t pos = bisect_left_in(maxes, args[1]);
+    if (pos < 0) {
+        goto done;
+    }
+    found = PyList_New(0);
+    if (found == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = -1; pos < PyList_GET_SIZE(lists); pos++, i = 0) {
+        PyObject *sub = PyList_GET_ITEM(lists, pos);
+        if (!PyList_Check(sub)) {
+            PyErr_SetString(PyExc_TypeError, "not a SortedList (_lists)");
+            Py_CLEAR(found);
+            goto done;
+        }
+        Py_INCREF(sub);
+        if (i < 0 && (i = bisect_left_in(sub, args[1])) < 0) {
+            Py_DECREF(sub);
+            Py_CLEAR(found);
+            goto done;
+        }
+        for (; i < PyList_GET_SIZE(sub); i++) { /* (a comparison may change the list) */
+            PyObject *x = PyList_GET_ITEM(sub, i);
+            Py_INCREF(x);
+            int less = PyObject_RichCompareBool(x, high, Py_LT);
+            if (less <= 0 || PyList_Append(found, x) < 0) {
+                Py_DECREF(x);
+                Py_DECREF(sub);
+                if (less != 0) {
+                    Py_CLEAR(found); /* an error */
+                }
+                goto done;
+            }
+            Py_DECREF(x);
+        }
+        Py_DECREF(sub);
+    }
+done:
+    Py_DECREF(maxes);
+    Py_DECREF(lists);
+    return found;
+}
+
 /* encode_key(key) as (row, exact): new references, or -1 with an error set. */
 static int
 encode_pair(PyObject *encode_key, PyObject *key, PyObject **row, int *exact)
@@ -2500,6 +2711,14 @@ static PyMethodDef core_functions[] = {
      "datetime_from_ms($module, fallback, ms, /)\n--\n\n"
      "Epoch milliseconds ``ms`` (an int within datetime's range) as an aware UTC datetime; "
      "anything else is ``fallback(ms)``."},
+    {"sorted_between", (PyCFunction)(void (*)(void))core_sorted_between, METH_FASTCALL,
+     "sorted_between($module, sorted_list, low, high, /)\n--\n\n"
+     "The elements x of a sortedcontainers SortedList with low <= x < high, ascending: see "
+     "objectspace.collections._pycore.sorted_between."},
+    {"sorted_insert", (PyCFunction)(void (*)(void))core_sorted_insert, METH_FASTCALL,
+     "sorted_insert($module, sorted_list, value, /)\n--\n\n"
+     "sortedcontainers' SortedList.add(value) with its bisections and insertion in C: see "
+     "objectspace.collections._pycore.sorted_insert."},
     {"numbered_folders", core_numbered_folders, METH_O,
      "numbered_folders($module, folders, /)\n--\n\n"
      "Each folder as (template, number) around its first decimal number, or (): see "
@@ -2525,7 +2744,9 @@ PyInit__core(void)
         intern(&str_append, "append") < 0 || intern(&str_popleft, "popleft") < 0 ||
         intern(&str_pop, "pop") < 0 || intern(&str_getstate, "__getstate__") < 0 ||
         intern(&str_dict, "__dict__") < 0 || intern(&str_delitem, "__delitem__") < 0 ||
-        intern(&str_maxes, "_maxes") < 0 || intern(&str_lists, "_lists") < 0) {
+        intern(&str_maxes, "_maxes") < 0 || intern(&str_lists, "_lists") < 0 ||
+        intern(&str_load, "_load") < 0 || intern(&str_index, "_index") < 0 ||
+        intern(&str_len, "_len") < 0 || intern(&str_expand, "_expand") < 0) {
         goto error;
     }
     PyDateTime_IMPORT;

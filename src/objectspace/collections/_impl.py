@@ -26,6 +26,8 @@ __all__ = [
     "emit_sorted_rows",
     "key_encoder",
     "numbered_folders",
+    "sorted_between",
+    "sorted_insert",
     "untrack",
     "untracked_set",
     "utc_from_ms",
@@ -64,6 +66,8 @@ if TYPE_CHECKING:
         emit_sorted_rows,
         key_encoder,
         numbered_folders,
+        sorted_between,
+        sorted_insert,
         untrack,
         untracked_set,
         utc_from_ms,
@@ -81,6 +85,8 @@ else:
     emit_sorted_rows = _module.emit_sorted_rows
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
     numbered_folders = _module.numbered_folders
+    sorted_between = _module.sorted_between
+    sorted_insert = _module.sorted_insert
     if IMPLEMENTATION == "c":
 
         def utc_from_ms(fallback):

@@ -42,6 +42,8 @@ __all__ = [
     "emit_sorted_rows",
     "key_encoder",
     "numbered_folders",
+    "sorted_between",
+    "sorted_insert",
     "untrack",
     "untracked_set",
     "utc_from_ms",
@@ -371,6 +373,39 @@ def emit_sorted_rows(
             except unencodable:
                 continue  # a key that cannot be encoded was never stored
             rows[row] = deleted
+
+
+def sorted_insert(sorted_list: Any, value: Any) -> None:
+    """``sorted_list.add(value)`` (a ``sortedcontainers`` ``SortedList``; the C twin does
+    its bisections and insertion itself)."""
+    sorted_list.add(value)
+
+
+def sorted_between(sorted_list: Any, low: Any, high: Any) -> list[Any]:
+    """The elements ``x`` of ``sorted_list`` (a ``sortedcontainers`` ``SortedList``) with
+    ``low <= x < high``, ascending: ``list(sorted_list.irange(low, high, inclusive=(True,
+    False)))`` read off its sublists without an iterator chain. O(log n + k)."""
+    maxes = sorted_list._maxes
+    lists = sorted_list._lists
+    pos = bisect_left(maxes, low)
+    if pos == len(maxes):
+        return []
+    sub = lists[pos]
+    i = bisect_left(sub, low)
+    found: list[Any] = []
+    while True:
+        n = len(sub)
+        while i < n:
+            x = sub[i]
+            if not x < high:
+                return found
+            found.append(x)
+            i += 1
+        pos += 1
+        if pos == len(lists):
+            return found
+        sub = lists[pos]
+        i = 0
 
 
 def emit_set_rows(

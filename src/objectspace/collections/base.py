@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import functools
 import sys
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgpack
 
-from objectspace.collections._impl import ObjectBase, untrack, untracked_set
+from objectspace.collections._impl import ObjectBase, sorted_between, untrack, untracked_set
 from objectspace.errors import CorruptStateError, ObjectDeletedError, SerializationError
 from objectspace.serialization import PLAIN_KEY_TYPES, encode_key_with
 from objectspace.tables import DELETED, StateReader, TableChanges
@@ -464,30 +463,9 @@ class SortedOrder:
 
     def _between(self, low: Any, high: Any) -> list[Any]:
         """``list(self.irange(low, high, inclusive=(True, False)))``: the elements (keys of
-        a dict) ``low <= x < high``, ascending, read off the sorted list's sublists without
-        an iterator chain (a hot path: a key's entries in a dict keys share). O(log n + k)."""
-        sorted_list = self._data._list
-        maxes = sorted_list._maxes
-        pos = bisect_left(maxes, low)
-        if pos == len(maxes):
-            return []
-        lists = sorted_list._lists
-        sub = lists[pos]
-        i = bisect_left(sub, low)
-        found: list[Any] = []
-        while True:
-            n = len(sub)
-            while i < n:
-                x = sub[i]
-                if not x < high:
-                    return found
-                found.append(x)
-                i += 1
-            pos += 1
-            if pos == len(lists):
-                return found
-            sub = lists[pos]
-            i = 0
+        a dict) ``low <= x < high``, ascending (a hot path: a key's entries in a dict keys
+        share; :func:`~objectspace.collections._pycore.sorted_between`). O(log n + k)."""
+        return sorted_between(self._data._list, low, high)
 
     def index(self, value: Any) -> int:
         """The position of ``value`` (a key of a dict) in ascending order; ``ValueError``

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import (
     Callable,
     ItemsView,
@@ -23,11 +24,21 @@ from objectspace.collections._dictbase import (
     _SortedKeys,
     _SortedValues,
 )
-from objectspace.collections._impl import emit_sorted_rows
+from objectspace.collections._impl import emit_sorted_rows, sorted_insert
 from objectspace.collections.base import UNENCODABLE, Emitter, Page, SortedOrder, pack_entry
 from objectspace.tables import DELETED
 
 __all__ = ["PersistedSortedDict"]
+
+
+class _SortedDict(SortedDict):  # type: ignore[misc]
+    """A ``SortedDict`` that inserts a new key in its sorted key list with
+    :func:`~objectspace.collections._pycore.sorted_insert` (the list's own ``add``, its
+    bisections and insertion in C); pickled and copied as itself."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._list_add = functools.partial(sorted_insert, self._list)
 
 
 class PersistedSortedDict(SortedOrder, _DictBase):
@@ -43,7 +54,7 @@ class PersistedSortedDict(SortedOrder, _DictBase):
 
     def __init__(self, space: ObjectSpace, object_id: str, data: Any = None):
         super().__init__(space, object_id)
-        self._data: SortedDict = SortedDict() if data is None else SortedDict(data)
+        self._data: SortedDict = _SortedDict() if data is None else _SortedDict(data)
 
     def __delitem__(self, key: Any) -> None:
         """Delete ``key`` (``KeyError`` if absent); the checkpoint deletes one row. O(log n)."""

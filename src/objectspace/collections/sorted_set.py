@@ -7,6 +7,7 @@ from typing import Any
 
 from sortedcontainers import SortedSet
 
+from objectspace.collections._impl import sorted_insert
 from objectspace.collections._setbase import _SetBase
 from objectspace.collections.base import SortedOrder
 
@@ -41,7 +42,7 @@ class PersistedSortedSet(SortedOrder, _SetBase):
                 self._touch()
             members.add(value)
             try:
-                data._list.add(value)
+                sorted_insert(data._list, value)
             except BaseException:
                 # The sorted list's comparisons raised: out of the hash set again.
                 members.discard(value)
