@@ -49,6 +49,7 @@ import sqlite3
 import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import msgpack
@@ -145,8 +146,16 @@ def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> i
         lengths: list[int] = []
         digests: list[bytes] = []
         compressor = zstandard.ZstdCompressor(level=1)
-        with local.frozen(tmp) as raw, open(raw, "rb") as source, open(packed, "wb") as out:
-            page_size, pages, skeleton, groups = _map(raw)
+        with (
+            local.frozen(tmp) as raw,
+            ThreadPoolExecutor(1) as pool,
+            open(raw, "rb") as source,
+            open(packed, "wb") as out,
+        ):
+            mapped = pool.submit(_map, raw)  # beside the compression (SQLite frees the GIL)
+            with contextlib.closing(sqlite3.connect(_read_only(raw), uri=True)) as db:
+                page_size = db.execute("PRAGMA page_size").fetchone()[0]
+                pages = db.execute("PRAGMA page_count").fetchone()[0]
             frame_bytes = page_size * FRAME_PAGES
             size = pages * page_size  # (the file may run past its last page)
             for start in range(0, size, frame_bytes):
@@ -155,6 +164,9 @@ def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> i
                 digests.append(hashlib.sha256(data).digest()[:_DIGEST])
                 out.write(data)
             at = out.tell()
+            if mapped.result()[:2] != (page_size, pages):
+                raise StorageError(f"{store}: the store file changed while it was copied")
+            _, _, skeleton, groups = mapped.result()
             index = msgpack.packb(
                 [
                     _FORMAT,
@@ -188,9 +200,7 @@ def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
     leaf before and the leaf after them (where a range scan may start and stops). Without
     SQLite's ``dbstat`` table every page is a skeleton page (readers then read the copy
     whole)."""
-    with contextlib.closing(
-        sqlite3.connect(f"{pathlib.Path(path).as_uri()}?mode=ro", uri=True)
-    ) as db:
+    with contextlib.closing(sqlite3.connect(_read_only(path), uri=True)) as db:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         held = [g for (g,) in db.execute("SELECT g FROM groups UNION SELECT g FROM pending")]
@@ -229,6 +239,11 @@ def _map(path: str) -> tuple[int, int, set[int], dict[int, set[int]]]:
             groups.setdefault(g, set()).update(found, *(overflow.get(p, ()) for p in found))
             first = stop
     return page_size, pages, skeleton, groups
+
+
+def _read_only(path: str) -> str:
+    """The URI that opens the SQLite file ``path`` read-only."""
+    return f"{pathlib.Path(path).as_uri()}?mode=ro"
 
 
 def _pages(db: sqlite3.Connection) -> list[tuple[str, str, int, str, int]]:
