@@ -1589,9 +1589,10 @@ error:
     return -1;
 }
 
-/* bisect_left(list, x), as the bisect module does it (item < x); -1 with an error set. */
+/* bisect_left(list, x) (``right`` 0: item < x goes right) or bisect_right(list, x) (1: x <
+   item goes left), as the bisect module does them; -1 with an error set. */
 static Py_ssize_t
-bisect_left_in(PyObject *list, PyObject *x)
+bisect_in(PyObject *list, PyObject *x, int right)
 {
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
     while (lo < hi) {
@@ -1602,12 +1603,13 @@ bisect_left_in(PyObject *list, PyObject *x)
         }
         PyObject *item = PyList_GET_ITEM(list, mid);
         Py_INCREF(item);
-        int less = PyObject_RichCompareBool(item, x, Py_LT);
+        int less = right ? PyObject_RichCompareBool(x, item, Py_LT)
+                         : PyObject_RichCompareBool(item, x, Py_LT);
         Py_DECREF(item);
         if (less < 0) {
             return -1;
         }
-        if (less) {
+        if (less != right) {
             lo = mid + 1;
         }
         else {
@@ -1617,26 +1619,34 @@ bisect_left_in(PyObject *list, PyObject *x)
     return lo;
 }
 
+/* The ``_maxes`` and ``_lists`` of sortedcontainers' SortedList ``sorted_list`` (new
+   references, both lists); -1 with an error set. */
+static int
+sorted_list_parts(PyObject *sorted_list, PyObject **maxes, PyObject **lists)
+{
+    *maxes = PyObject_GetAttr(sorted_list, str_maxes);
+    *lists = *maxes == NULL ? NULL : PyObject_GetAttr(sorted_list, str_lists);
+    if (*lists != NULL && PyList_Check(*maxes) && PyList_Check(*lists)) {
+        return 0;
+    }
+    if (*lists != NULL) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedList (_maxes, _lists)");
+    }
+    Py_CLEAR(*maxes);
+    Py_CLEAR(*lists);
+    return -1;
+}
+
 /* The element of sortedcontainers' SortedList ``sorted_list`` equal to ``x`` (which it
    holds): a new reference, or NULL with an error set. */
 static PyObject *
 sorted_list_held(PyObject *sorted_list, PyObject *x)
 {
-    PyObject *maxes = PyObject_GetAttr(sorted_list, str_maxes);
-    if (maxes == NULL) {
+    PyObject *maxes, *lists, *found = NULL;
+    if (sorted_list_parts(sorted_list, &maxes, &lists) < 0) {
         return NULL;
     }
-    PyObject *lists = PyObject_GetAttr(sorted_list, str_lists);
-    if (lists == NULL) {
-        Py_DECREF(maxes);
-        return NULL;
-    }
-    PyObject *found = NULL;
-    if (!PyList_Check(maxes) || !PyList_Check(lists)) {
-        PyErr_SetString(PyExc_TypeError, "not a SortedList (_maxes, _lists)");
-        goto done;
-    }
-    Py_ssize_t pos = bisect_left_in(maxes, x);
+    Py_ssize_t pos = bisect_in(maxes, x, 0);
     if (pos < 0) {
         goto done;
     }
@@ -1651,7 +1661,7 @@ sorted_list_held(PyObject *sorted_list, PyObject *x)
         Py_DECREF(sub);
         goto done;
     }
-    Py_ssize_t i = bisect_left_in(sub, x);
+    Py_ssize_t i = bisect_in(sub, x, 0);
     if (i >= 0) {
         if (i >= PyList_GET_SIZE(sub)) {
             PyErr_SetObject(PyExc_KeyError, x);
@@ -1668,34 +1678,6 @@ done:
     return found;
 }
 
-/* bisect_right(list, x), as the bisect module does it (x < item); -1 with an error set. */
-static Py_ssize_t
-bisect_right_in(PyObject *list, PyObject *x)
-{
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (mid >= PyList_GET_SIZE(list)) { /* the list shrank under a comparison */
-            PyErr_SetString(PyExc_RuntimeError, "a sorted list changed while it was read");
-            return -1;
-        }
-        PyObject *item = PyList_GET_ITEM(list, mid);
-        Py_INCREF(item);
-        int less = PyObject_RichCompareBool(x, item, Py_LT);
-        Py_DECREF(item);
-        if (less < 0) {
-            return -1;
-        }
-        if (less) {
-            hi = mid;
-        }
-        else {
-            lo = mid + 1;
-        }
-    }
-    return lo;
-}
-
 /* sorted_insert(sorted_list, value): sortedcontainers' SortedList.add(value) (see
    objectspace.collections._pycore.sorted_insert): the bisections and the insertion here, the
    list's own _expand when a sublist outgrows twice the load or its position index is
@@ -1708,22 +1690,15 @@ core_sorted_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *sorted_list = args[0], *value = args[1];
-    PyObject *maxes = PyObject_GetAttr(sorted_list, str_maxes);
-    if (maxes == NULL) {
+    PyObject *maxes, *lists, *result = NULL, *sub = NULL, *found = NULL;
+    if (sorted_list_parts(sorted_list, &maxes, &lists) < 0) {
         return NULL;
     }
-    PyObject *lists = PyObject_GetAttr(sorted_list, str_lists);
-    if (lists == NULL) {
-        Py_DECREF(maxes);
-        return NULL;
-    }
-    PyObject *result = NULL, *sub = NULL, *found = NULL;
-    if (!PyList_Check(maxes) || !PyList_Check(lists) || PyList_GET_SIZE(maxes) == 0 ||
-        PyList_GET_SIZE(maxes) != PyList_GET_SIZE(lists)) {
+    if (PyList_GET_SIZE(maxes) == 0 || PyList_GET_SIZE(maxes) != PyList_GET_SIZE(lists)) {
         result = PyObject_CallMethodOneArg(sorted_list, str_add, value);
         goto done;
     }
-    Py_ssize_t pos = bisect_right_in(maxes, value);
+    Py_ssize_t pos = bisect_in(maxes, value, 1);
     if (pos < 0) {
         goto done;
     }
@@ -1749,7 +1724,7 @@ core_sorted_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     else {
-        Py_ssize_t at = bisect_right_in(sub, value);
+        Py_ssize_t at = bisect_in(sub, value, 1);
         if (at < 0 || PyList_Insert(sub, at, value) < 0) {
             goto done;
         }
@@ -1817,22 +1792,11 @@ core_sorted_between(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "sorted_between takes sorted_list, low, high");
         return NULL;
     }
-    PyObject *high = args[2];
-    PyObject *maxes = PyObject_GetAttr(args[0], str_maxes);
-    if (maxes == NULL) {
+    PyObject *high = args[2], *maxes, *lists, *found = NULL;
+    if (sorted_list_parts(args[0], &maxes, &lists) < 0) {
         return NULL;
     }
-    PyObject *lists = PyObject_GetAttr(args[0], str_lists);
-    if (lists == NULL) {
-        Py_DECREF(maxes);
-        return NULL;
-    }
-    PyObject *found = NULL;
-    if (!PyList_Check(maxes) || !PyList_Check(lists)) {
-        PyErr_SetString(PyExc_TypeError, "not a SortedList (_maxes, _lists)");
-        goto done;
-    }
-    Py_ssize_t pos = bisect_left_in(maxes, args[1]);
+    Py_ssize_t pos = bisect_in(maxes, args[1], 0);
     if (pos < 0) {
         goto done;
     }
@@ -1848,7 +1812,7 @@ core_sorted_between(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         Py_INCREF(sub);
-        if (i < 0 && (i = bisect_left_in(sub, args[1])) < 0) {
+        if (i < 0 && (i = bisect_in(sub, args[1], 0)) < 0) {
             Py_DECREF(sub);
             Py_CLEAR(found);
             goto done;

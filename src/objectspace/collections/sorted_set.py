@@ -7,10 +7,9 @@ from typing import Any
 
 from sortedcontainers import SortedSet
 
-from objectspace.collections._impl import sorted_insert, untracked_set
+from objectspace.collections._impl import sorted_insert
 from objectspace.collections._setbase import _SetBase
 from objectspace.collections.base import SortedOrder
-from objectspace.serialization import PLAIN_KEY_TYPES
 
 __all__ = ["PersistedSortedSet"]
 
@@ -48,16 +47,7 @@ class PersistedSortedSet(SortedOrder, _SetBase):
                 # The sorted list's comparisons raised: out of the hash set again.
                 members.discard(value)
                 raise
-            try:  # inline, not self._track_edit(value, True): the due index's hot path
-                dirty = self._dirty
-                if dirty is None:
-                    dirty = self._dirty = untracked_set()
-                dirty.add(value)
-                if type(value) not in PLAIN_KEY_TYPES:
-                    self._spell[value] = value
-            except BaseException:
-                self._rewrite_all()
-                raise
+            self._track_edit(value, True)
 
     def discard(self, value: Any) -> None:
         """Remove ``value`` if present; the checkpoint deletes one row."""
