@@ -164,9 +164,7 @@ def _put(local: LocalStore, area: FileArea, store: str, checkpoint_id: int) -> i
                 digests.append(hashlib.sha256(data).digest()[:_DIGEST])
                 out.write(data)
             at = out.tell()
-            if mapped.result()[:2] != (page_size, pages):
-                raise StorageError(f"{store}: the store file changed while it was copied")
-            _, _, skeleton, groups = mapped.result()
+            _, _, skeleton, groups = mapped.result()  # (of the same file: frozen meanwhile)
             index = msgpack.packb(
                 [
                     _FORMAT,
