@@ -6,7 +6,13 @@ twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
 
 from __future__ import annotations
 
-from objectspace.collections._impl import key_encoder, numbered_folders, untrack, utc_from_ms
+from objectspace.collections._impl import (
+    key_encoder,
+    numbered_folders,
+    row_columns,
+    untrack,
+    utc_from_ms,
+)
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import PersistedObject
 from objectspace.collections.dict import PersistedDict
@@ -35,6 +41,7 @@ __all__ = [
     "PersistedValue",
     "key_encoder",
     "numbered_folders",
+    "row_columns",
     "untrack",
     "utc_from_ms",
 ]

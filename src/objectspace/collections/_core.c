@@ -2650,6 +2650,212 @@ core_datetime_from_ms(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return PyObject_CallOneArg(args[0], ms_obj);
 }
 
+/* ---- row_columns: a block's rows as its columns ------------------------------------------
+   The twin of objectspace.collections._pycore.row_columns: the same lists, in one pass per
+   table. Keys and values are bytes (the values or ``deleted``); nothing here calls back
+   into Python code, so the borrowed rows stay valid throughout. */
+
+/* Whether ``key`` (bytes) is the canonical decimal form of an int of at most 18 digits
+   (what ``len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key`` says); its value
+   in ``*out``. */
+static int
+canonical_int(PyObject *key, long long *out)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(key);
+    const char *s = PyBytes_AS_STRING(key);
+    if (n < 1 || n > 18 || (s[0] == '0' && n > 1)) {
+        return 0;
+    }
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return 0;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* Append a new reference (NULL: an error already set) to ``list``. */
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static int
+append_ssize(PyObject *list, Py_ssize_t n)
+{
+    return append_new(list, PyLong_FromSsize_t(n));
+}
+
+/* ``fixed[width]``, created empty on first use (borrowed). */
+static PyObject *
+fixed_list(PyObject *fixed, Py_ssize_t width)
+{
+    PyObject *key = PyLong_FromSsize_t(width);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *same = PyDict_GetItemWithError(fixed, key);
+    if (same == NULL && !PyErr_Occurred()) {
+        same = PyList_New(0);
+        if (same != NULL) {
+            int rc = PyDict_SetItem(fixed, key, same);
+            Py_DECREF(same);  /* the dict holds it */
+            if (rc < 0) {
+                same = NULL;
+            }
+        }
+    }
+    Py_DECREF(key);
+    return same;
+}
+
+static int
+row_type_error(const char *what, PyObject *obj)
+{
+    PyErr_Format(PyExc_TypeError, "row_columns: a row's %s is bytes, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+enum { RC_COUNTS, RC_MODES, RC_INT_KEYS, RC_KEY_LENS, RC_KEYS, RC_WIDTHS, RC_FIXED,
+       RC_VALUE_LENS, RC_VALUES, RC_LISTS };
+
+/* One table's rows into the columns ``c``; -1 on an error. */
+static int
+table_columns(PyObject **c, PyObject *rows, int full, PyObject *deleted, Py_ssize_t *total)
+{
+    Py_ssize_t pos = 0, kept = 0, width = -1;
+    PyObject *key, *value;
+    int ints = 1, any_deleted = 0;
+    long long prev = 0, number;
+    /* First pass: the rows kept, whether every kept key is a canonical int and whether
+       every kept value is a put of one width. */
+    while (PyDict_Next(rows, &pos, &key, &value)) {
+        if (!PyBytes_Check(key)) {
+            return row_type_error("key", key);
+        }
+        if (value == deleted) {
+            if (full) {
+                continue;
+            }
+            any_deleted = 1;
+        }
+        else if (!PyBytes_Check(value)) {
+            return row_type_error("value", value);
+        }
+        else if (width == -1) {
+            width = PyBytes_GET_SIZE(value);
+        }
+        else if (width != PyBytes_GET_SIZE(value)) {
+            width = -2;
+        }
+        if (ints && !canonical_int(key, &number)) {
+            ints = 0;
+        }
+        kept++;
+    }
+    int fixed_width = !any_deleted && width > 0 && width <= 64;
+    if (kept == 0) {
+        ints = 0;
+    }
+    if (append_ssize(c[RC_COUNTS], kept) < 0 || append_ssize(c[RC_MODES], ints) < 0 ||
+        append_ssize(c[RC_WIDTHS], fixed_width ? width : 0) < 0) {
+        return -1;
+    }
+    *total += kept;
+    PyObject *same = NULL;
+    if (fixed_width && (same = fixed_list(c[RC_FIXED], width)) == NULL) {
+        return -1;
+    }
+    pos = 0;
+    while (PyDict_Next(rows, &pos, &key, &value)) {
+        if (value == deleted && full) {
+            continue;
+        }
+        if (ints) {
+            canonical_int(key, &number);
+            if (append_new(c[RC_INT_KEYS], PyLong_FromLongLong(number - prev)) < 0) {
+                return -1;
+            }
+            prev = number;
+        }
+        else if (append_ssize(c[RC_KEY_LENS], PyBytes_GET_SIZE(key)) < 0 ||
+                 PyList_Append(c[RC_KEYS], key) < 0) {
+            return -1;
+        }
+        if (fixed_width) {
+            if (PyList_Append(same, value) < 0) {
+                return -1;
+            }
+        }
+        else if (value == deleted) {
+            if (append_ssize(c[RC_VALUE_LENS], -1) < 0) {
+                return -1;
+            }
+        }
+        else if (append_ssize(c[RC_VALUE_LENS], PyBytes_GET_SIZE(value)) < 0 ||
+                 PyList_Append(c[RC_VALUES], value) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+core_row_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "row_columns takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *tables = args[0], *deleted = args[2];
+    int full = PyObject_IsTrue(args[1]);
+    if (full < 0) {
+        return NULL;
+    }
+    if (!PyList_Check(tables)) {
+        PyErr_Format(PyExc_TypeError, "row_columns takes a list of dicts, not %.100s",
+                     Py_TYPE(tables)->tp_name);
+        return NULL;
+    }
+    PyObject *c[RC_LISTS] = {NULL};
+    PyObject *result = NULL;
+    for (int i = 0; i < RC_LISTS; i++) {
+        c[i] = i == RC_FIXED ? PyDict_New() : PyList_New(0);
+        if (c[i] == NULL) {
+            goto done;
+        }
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(tables); t++) {
+        PyObject *rows = PyList_GET_ITEM(tables, t);
+        if (!PyDict_Check(rows)) {
+            PyErr_Format(PyExc_TypeError, "row_columns: a table's rows are a dict, not %.100s",
+                         Py_TYPE(rows)->tp_name);
+            goto done;
+        }
+        if (table_columns(c, rows, full, deleted, &total) < 0) {
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(OOOOOOOOOn)", c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+                           c[8], total);
+done:
+    for (int i = 0; i < RC_LISTS; i++) {
+        Py_XDECREF(c[i]);
+    }
+    return result;
+}
+
 static PyMethodDef core_functions[] = {
     {"untracked_set", core_untracked_set, METH_NOARGS,
      "untracked_set($module, /)\n--\n\n"
@@ -2683,6 +2889,10 @@ static PyMethodDef core_functions[] = {
      "sorted_insert($module, sorted_list, value, /)\n--\n\n"
      "sortedcontainers' SortedList.add(value) with its bisections and insertion in C: see "
      "objectspace.collections._pycore.sorted_insert."},
+    {"row_columns", (PyCFunction)(void (*)(void))core_row_columns, METH_FASTCALL,
+     "row_columns($module, table_rows, full, deleted, /)\n--\n\n"
+     "The rows of a block's tables as the block's columns: see "
+     "objectspace.collections._pycore.row_columns."},
     {"numbered_folders", core_numbered_folders, METH_O,
      "numbered_folders($module, folders, /)\n--\n\n"
      "Each folder as (template, number) around its first decimal number, or (): see "

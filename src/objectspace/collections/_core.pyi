@@ -137,6 +137,20 @@ class KeyEncoder:
 
 def datetime_from_ms(fallback: Callable[[int], Any], ms: int, /) -> Any: ...
 def numbered_folders(folders: Iterable[str], /) -> list[tuple[str, int] | tuple[()]]: ...
+def row_columns(
+    table_rows: list[dict[bytes, Any]], full: bool, deleted: Any, /
+) -> tuple[
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[bytes],
+    list[int],
+    dict[int, list[bytes]],
+    list[int],
+    list[bytes],
+    int,
+]: ...
 def sorted_between(sorted_list: Any, low: Any, high: Any, /) -> list[Any]: ...
 def sorted_insert(sorted_list: Any, value: Any, /) -> None: ...
 def untrack(obj: _T, /) -> _T: ...

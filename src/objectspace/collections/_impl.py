@@ -26,6 +26,7 @@ __all__ = [
     "emit_sorted_rows",
     "key_encoder",
     "numbered_folders",
+    "row_columns",
     "sorted_between",
     "sorted_insert",
     "untrack",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         emit_sorted_rows,
         key_encoder,
         numbered_folders,
+        row_columns,
         sorted_between,
         sorted_insert,
         untrack,
@@ -85,6 +87,7 @@ else:
     emit_sorted_rows = _module.emit_sorted_rows
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
     numbered_folders = _module.numbered_folders
+    row_columns = _module.row_columns
     sorted_between = _module.sorted_between
     sorted_insert = _module.sorted_insert
     if IMPLEMENTATION == "c":

@@ -20,6 +20,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "emit_sorted_rows",
     "key_encoder",
     "numbered_folders",
+    "row_columns",
     "sorted_between",
     "sorted_insert",
     "untrack",
@@ -469,6 +471,179 @@ def numbered_folders(folders: Iterable[str], /) -> list[tuple[str, int] | tuple[
             prefix, digits, suffix = _GROUPS(match)
             found.append((f"{prefix}\x00{suffix}", int(digits)))
     return found
+
+
+RowColumns = tuple[
+    list[int],  # per table: its row count
+    list[int],  # per table: how its keys are stored (1: delta-encoded ints, 0: bytes)
+    list[int],  # the int keys
+    list[int],  # the bytes keys' lengths
+    list[bytes],  # the bytes keys
+    list[int],  # per table: the width of its values (0: they go by length)
+    dict[int, list[bytes]],  # width -> the values of the tables of that width
+    list[int],  # the other values' lengths (-1: a delete)
+    list[bytes],  # the other values
+    int,  # the rows
+]
+
+
+def row_columns(table_rows: list[dict[bytes, Any]], full: bool, deleted: Any, /) -> RowColumns:
+    """The rows of a block's tables (each a dict of key -> value bytes or ``deleted``, in
+    order) as the block's columns: per table its row count, how its keys are stored (1:
+    as integers, delta-encoded within the table, when each is the canonical decimal form
+    of an int of at most 18 digits) and the width of its values (when they all have one
+    width of 1 to 64 bytes and none is a delete; else 0); the int keys, the other keys'
+    lengths and bytes, the values by width, the other values' lengths (-1: a delete) and
+    bytes; and the number of rows. ``full``: deletes are left out (a full block starts
+    from nothing). (The columns of :mod:`objectspace.storage.blocks.encode`.)"""
+    counts: list[int] = []
+    key_modes: list[int] = []
+    int_keys: list[int] = []
+    key_lens: list[int] = []
+    keys: list[bytes] = []
+    widths: list[int] = []
+    fixed: dict[int, list[bytes]] = {}
+    value_lens: list[int] = []
+    values: list[bytes] = []
+    # Bound once: the loop below runs once per table (most hold one row).
+    add_count = counts.append
+    add_mode = key_modes.append
+    add_int_key = int_keys.append
+    add_key_len = key_lens.append
+    add_key = keys.append
+    add_width = widths.append
+    add_value_len = value_lens.append
+    add_value = values.append
+    get_fixed = fixed.get
+    rows_total = 0
+    flat_keys = list(chain.from_iterable(table_rows))
+    flat_values = list(chain.from_iterable(map(dict.values, table_rows)))
+    lens = list(map(len, flat_values)) if deleted not in flat_values else []
+    width = lens[0] if lens else 0
+    if (
+        0 < width <= 64
+        and lens.count(width) == len(lens)
+        and not any(map(bytes.isdigit, flat_keys))
+    ):
+        # Every key stored as bytes and every value a put of one width (a float dict's
+        # entries): the columns the loop below would build, in C-level passes.
+        counts = list(map(len, table_rows))
+        widths = [width if n else 0 for n in counts]
+        return (
+            counts,
+            [0] * len(counts),
+            [],
+            list(map(len, flat_keys)),
+            flat_keys,
+            widths,
+            {width: flat_values},
+            [],
+            [],
+            len(flat_keys),
+        )
+    for rows in table_rows:
+        if len(rows) == 1:  # the common case (one entry of an object changed), inline
+            ((key, value),) = rows.items()
+            if value is deleted and full:
+                add_count(0)
+                add_mode(0)
+                add_width(0)
+                continue
+            add_count(1)
+            rows_total += 1
+            if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
+                add_mode(1)
+                add_int_key(int(key))
+            else:
+                add_mode(0)
+                add_key_len(len(key))
+                add_key(key)
+            if value is deleted:
+                add_width(0)
+                add_value_len(-1)
+                continue
+            width = len(value)
+            if 0 < width <= 64:
+                add_width(width)
+                same = get_fixed(width)
+                if same is None:
+                    fixed[width] = [value]
+                else:
+                    same.append(value)
+            else:
+                add_width(0)
+                add_value_len(width)
+                add_value(value)
+            continue
+        table_keys = list(rows)
+        table_values = list(rows.values())
+        if full and table_values.count(deleted):
+            table_keys = [k for k, v in rows.items() if v is not deleted]
+            table_values = [v for v in table_values if v is not deleted]
+        add_count(len(table_keys))
+        rows_total += len(table_keys)
+        as_ints = _canonical_deltas(table_keys)
+        if as_ints is None:
+            add_mode(0)
+            key_lens.extend(map(len, table_keys))
+            keys.extend(table_keys)
+        else:
+            add_mode(1)
+            int_keys.extend(as_ints)
+        if table_values and not table_values.count(deleted):
+            lens = list(map(len, table_values))
+            width = lens[0]
+            if lens.count(width) == len(lens) and 0 < width <= 64:
+                add_width(width)
+                fixed.setdefault(width, []).extend(table_values)
+                continue
+        add_width(0)
+        for value in table_values:
+            if value is deleted:
+                add_value_len(-1)
+            else:
+                add_value_len(len(value))
+                add_value(value)
+    return (
+        counts,
+        key_modes,
+        int_keys,
+        key_lens,
+        keys,
+        widths,
+        fixed,
+        value_lens,
+        values,
+        rows_total,
+    )
+
+
+def _canonical_deltas(keys: list[bytes]) -> list[int] | None:
+    """A table's keys as delta-encoded ints (each less the one before, the first less 0)
+    when each is the canonical decimal form of an int of at most 18 digits (list
+    indices), else ``None``."""
+    if not keys:
+        return None
+    if len(keys) <= 4:  # a few slots of one list (appends between two saves): per key
+        ints = []
+        prev = 0
+        for key in keys:
+            if not (len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key):
+                return None
+            i = int(key)
+            ints.append(i - prev)
+            prev = i
+        return ints
+    joined = b"".join(keys)
+    if not joined.isdigit() or max(map(len, keys)) > 18:  # deltas must fit 64 bits
+        return None
+    try:
+        numbers = list(map(int, keys))
+    except ValueError:  # an empty key
+        return None
+    if b"".join([b"%d" % i for i in numbers]) != joined:  # a leading zero
+        return None
+    return [b - a for a, b in zip([0, *numbers], numbers, strict=False)]
 
 
 def utc_from_ms(fallback: Callable[[int], _D], /) -> Callable[[int], _D]:

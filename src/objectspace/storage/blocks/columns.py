@@ -152,33 +152,6 @@ def _read_uvarints(data: bytes) -> list[int]:
     return out
 
 
-def _table_keys(keys: list[bytes]) -> list[int] | None:
-    """A table's keys as delta-encoded integers when each is a canonical decimal integer
-    (list indices), else ``None``."""
-    if not keys:
-        return None
-    if len(keys) <= 4:  # a few slots of one list (appends between two saves): per key
-        ints = []
-        prev = 0
-        for key in keys:
-            if not (len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key):
-                return None
-            i = int(key)
-            ints.append(i - prev)
-            prev = i
-        return ints
-    joined = b"".join(keys)
-    if not joined.isdigit() or max(map(len, keys)) > 18:  # deltas must fit 64 bits
-        return None
-    try:
-        ints = list(map(int, keys))
-    except ValueError:
-        return None
-    if b"".join([b"%d" % i for i in ints]) != joined:  # a leading zero, or an empty key
-        return None
-    return _deltas(ints)
-
-
 def _slices(data: bytes, lens: Sequence[int]) -> list[bytes]:
     ends = list(accumulate(lens))
     starts = [0, *ends[:-1]] if ends else []

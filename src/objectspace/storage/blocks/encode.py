@@ -8,18 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any, cast
+from typing import Any
 
 import msgpack
 import xxhash
 
-from objectspace.storage.blocks.columns import (
-    _DELETE,
-    _deltas,
-    _plane_group,
-    _table_keys,
-)
+from objectspace.collections import row_columns
+from objectspace.storage.blocks.columns import _deltas, _plane_group
 from objectspace.storage.blocks.compression import Dictionary, _compress
 from objectspace.storage.blocks.framing import (
     _CHUNKED,
@@ -132,7 +127,7 @@ def _encode_plain(
        row and no truncation changes nothing on replay and is left out.
     """
     tables = _ordered_tables(_without_empty(changes), full, head_ids, compact)
-    columns = _row_columns(tables.table_rows, full)
+    columns = _Columns(*row_columns(tables.table_rows, full, DELETED))
     payload, groups = _packed(tables, columns, head_ids, compact)
     if payloads is not None and not full:
         payloads.append(payload)
@@ -248,126 +243,6 @@ class _Columns:
     value_lens: list[int] = field(default_factory=list)
     values: list[bytes] = field(default_factory=list)
     rows: int = 0
-
-
-def _row_columns(table_rows: list[dict[bytes, Any]], full: bool) -> _Columns:
-    """The rows of ``table_rows`` (in order) as columns; a full block leaves out deletes."""
-    counts: list[int] = []
-    key_modes: list[int] = []
-    int_keys: list[int] = []
-    key_lens: list[int] = []
-    keys: list[bytes] = []
-    widths: list[int] = []
-    fixed: dict[int, list[bytes]] = {}  # width → the values of the tables of that width
-    value_lens: list[int] = []
-    values: list[bytes] = []
-    # Bound once: the loop below runs once per table (most hold one row).
-    add_count = counts.append
-    add_mode = key_modes.append
-    add_int_key = int_keys.append
-    add_key_len = key_lens.append
-    add_key = keys.append
-    add_width = widths.append
-    add_value_len = value_lens.append
-    add_value = values.append
-    get_fixed = fixed.get
-    rows_total = 0
-    flat_keys = list(chain.from_iterable(table_rows))
-    flat_values = list(chain.from_iterable(map(dict.values, table_rows)))
-    lens = list(map(len, flat_values)) if DELETED not in flat_values else []
-    width = lens[0] if lens else 0
-    if (
-        0 < width <= 64
-        and lens.count(width) == len(lens)
-        and not any(map(bytes.isdigit, flat_keys))
-    ):
-        # Every key stored as bytes and every value a put of one width (a float dict's
-        # entries): the columns the loop below would build, in C-level passes.
-        counts = list(map(len, table_rows))
-        key_modes = [0] * len(counts)
-        key_lens = list(map(len, flat_keys))
-        keys = flat_keys
-        widths = [width if n else 0 for n in counts]
-        fixed = {width: cast("list[bytes]", flat_values)}
-        rows_total = len(flat_keys)
-        table_rows = []
-    for rows in table_rows:
-        if len(rows) == 1:  # the common case (one entry of an object changed), inline
-            ((key, value),) = rows.items()
-            if value is DELETED:
-                if full:
-                    add_count(0)
-                    add_mode(0)
-                    add_width(0)
-                    continue
-                add_count(1)
-                rows_total += 1
-                if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
-                    add_mode(1)
-                    add_int_key(int(key))
-                else:
-                    add_mode(0)
-                    add_key_len(len(key))
-                    add_key(key)
-                add_width(0)
-                add_value_len(_DELETE)
-                continue
-            add_count(1)
-            rows_total += 1
-            if len(key) <= 18 and key.isdigit() and b"%d" % int(key) == key:
-                add_mode(1)
-                add_int_key(int(key))
-            else:
-                add_mode(0)
-                add_key_len(len(key))
-                add_key(key)
-            put = cast("bytes", value)
-            width = len(put)
-            if 0 < width <= 64:
-                add_width(width)
-                same = get_fixed(width)
-                if same is None:
-                    fixed[width] = [put]
-                else:
-                    same.append(put)
-            else:
-                add_width(0)
-                add_value_len(width)
-                add_value(put)
-            continue
-        table_keys = list(rows)
-        table_values = list(rows.values())
-        if full and table_values.count(DELETED):
-            table_keys = [k for k, v in rows.items() if v is not DELETED]
-            table_values = [v for v in table_values if v is not DELETED]
-        add_count(len(table_keys))
-        rows_total += len(table_keys)
-        as_ints = _table_keys(table_keys)
-        if as_ints is None:
-            add_mode(0)
-            key_lens.extend(map(len, table_keys))
-            keys.extend(table_keys)
-        else:
-            add_mode(1)
-            int_keys.extend(as_ints)
-        if table_values and not table_values.count(DELETED):
-            puts = cast("list[bytes]", table_values)
-            lens = list(map(len, puts))
-            width = lens[0]
-            if lens.count(width) == len(lens) and 0 < width <= 64:
-                add_width(width)
-                fixed.setdefault(width, []).extend(puts)
-                continue
-        add_width(0)
-        for value in table_values:
-            if value is DELETED:
-                add_value_len(_DELETE)
-            else:
-                add_value_len(len(value))
-                add_value(value)
-    return _Columns(
-        counts, key_modes, int_keys, key_lens, keys, widths, fixed, value_lens, values, rows_total
-    )
 
 
 def _packed(
