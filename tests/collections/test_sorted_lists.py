@@ -1,6 +1,7 @@
-"""``sorted_between`` (a sorted list's elements in ``[low, high)``) and ``sorted_insert``
-(``SortedList.add``) in C and in Python: what ``irange`` and ``add`` give, over sublists of
-every size, with and without a position index, and the same exceptions."""
+"""``sorted_between`` (a sorted list's elements in ``[low, high)``), ``sorted_insert``
+(``SortedList.add``) and ``sorted_remove`` (``SortedList.remove``) in C and in Python: what
+``irange``, ``add`` and ``remove`` give, over sublists of every size, with and without a
+position index, and the same exceptions."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.support.twins import twins
 
 IMPLEMENTATIONS = twins("sorted_between")
 INSERTS = twins("sorted_insert")
+REMOVES = twins("sorted_remove")
 
 
 @pytest.mark.parametrize("between", IMPLEMENTATIONS)
@@ -143,4 +145,68 @@ def test_an_insert_whose_comparison_fails_changes_nothing(
     assert ([list(sub) for sub in values._lists], list(values._maxes), len(values)) == before
     insert(values, _Fails(41))
     assert [x.n for x in values].count(41) == 1
+    values._check()
+
+
+@pytest.mark.parametrize("remove", REMOVES)
+@pytest.mark.parametrize("load", [4, 8, 1000])
+def test_remove_is_what_remove_does(remove: Callable[..., None], load: int) -> None:
+    rng = random.Random(load)
+    for _ in range(40):
+        start = [rng.randrange(100) for _ in range(rng.randrange(0, 300))]
+        mine, theirs = SortedList(start), SortedList(start)
+        mine._reset(load)
+        theirs._reset(load)
+        for _ in range(rng.randrange(0, 400)):
+            if rng.random() < 0.05 and len(mine):  # builds the position index
+                assert mine[len(mine) // 2] == theirs[len(theirs) // 2]
+            if rng.random() < 0.3:  # keeps the list from emptying at once
+                value = rng.randrange(100)
+                mine.add(value)
+                theirs.add(value)
+                continue
+            value = rng.randrange(-2, 102)
+            if value in theirs:
+                assert remove(mine, value) is None
+                theirs.remove(value)
+            else:
+                with pytest.raises(ValueError, match="not in list"):
+                    remove(mine, value)
+            assert mine._lists == theirs._lists
+            assert mine._maxes == theirs._maxes
+            assert mine._index == theirs._index
+            assert len(mine) == len(theirs)
+        mine._check()
+
+
+@pytest.mark.parametrize("remove", REMOVES)
+def test_remove_from_an_empty_list_or_past_its_end(remove: Callable[..., None]) -> None:
+    values = SortedList()
+    with pytest.raises(ValueError, match="0 not in list"):
+        remove(values, 0)
+    values.update([1, 5])
+    with pytest.raises(ValueError, match="9 not in list"):
+        remove(values, 9)
+    with pytest.raises(ValueError, match="3 not in list"):
+        remove(values, 3)
+    assert list(values) == [1, 5]
+
+
+@pytest.mark.parametrize("remove", REMOVES)
+@pytest.mark.parametrize("after", [0, 1, 2, 5])
+def test_a_remove_whose_comparison_fails_changes_nothing(
+    remove: Callable[..., None], after: int
+) -> None:
+    values = SortedList(_Fails(n) for n in range(0, 80, 2))
+    values._reset(4)
+    before = [list(sub) for sub in values._lists], list(values._maxes), len(values)
+    _Fails.armed = after
+    try:
+        with pytest.raises(ArithmeticError):
+            remove(values, _Fails(40))
+    finally:
+        _Fails.armed = -1
+    assert ([list(sub) for sub in values._lists], list(values._maxes), len(values)) == before
+    remove(values, _Fails(40))
+    assert 40 not in [x.n for x in values]
     values._check()

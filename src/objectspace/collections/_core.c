@@ -1782,6 +1782,117 @@ done:
     return result;
 }
 
+/* sorted_remove(sorted_list, value): sortedcontainers' SortedList.remove(value) (see
+   objectspace.collections._pycore.sorted_remove): the bisections, the equality test and
+   the deletion here, the list's own _delete when the sublist would fall to half the load
+   (it then joins its neighbour) or its position index is built. ValueError, the list
+   unchanged, when it does not hold ``value``. */
+static PyObject *
+core_sorted_remove(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sorted_remove takes sorted_list, value");
+        return NULL;
+    }
+    PyObject *sorted_list = args[0], *value = args[1];
+    PyObject *maxes, *lists, *result = NULL, *sub = NULL;
+    if (sorted_list_parts(sorted_list, &maxes, &lists) < 0) {
+        return NULL;
+    }
+    Py_ssize_t pos = PyList_GET_SIZE(maxes) ? bisect_in(maxes, value, 0) : 0;
+    if (pos < 0) {
+        goto done;
+    }
+    if (pos >= PyList_GET_SIZE(maxes) || pos >= PyList_GET_SIZE(lists)) {
+        goto absent;
+    }
+    sub = PyList_GET_ITEM(lists, pos);
+    Py_INCREF(sub);
+    if (!PyList_Check(sub)) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedList (_lists)");
+        goto done;
+    }
+    Py_ssize_t idx = bisect_in(sub, value, 0);
+    if (idx < 0) {
+        goto done;
+    }
+    if (idx >= PyList_GET_SIZE(sub)) {
+        goto absent;
+    }
+    PyObject *item = PyList_GET_ITEM(sub, idx);
+    Py_INCREF(item);
+    int equal = PyObject_RichCompareBool(item, value, Py_EQ);
+    Py_DECREF(item);
+    if (equal < 0) {
+        goto done;
+    }
+    if (!equal) {
+        goto absent;
+    }
+    /* _delete(pos, idx): only a join of sublists or a built position index needs its work */
+    PyObject *load = PyObject_GetAttr(sorted_list, str_load);
+    if (load == NULL) {
+        goto done;
+    }
+    Py_ssize_t half = PyLong_Check(load) ? PyLong_AsSsize_t(load) : -1;
+    Py_DECREF(load);
+    if (half == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    half >>= 1;
+    PyObject *index = PyObject_GetAttr(sorted_list, str_index);
+    if (index == NULL) {
+        goto done;
+    }
+    int plain = PyList_Check(index) && PyList_GET_SIZE(index) == 0 && half >= 0 &&
+                idx < PyList_GET_SIZE(sub) && PyList_GET_SIZE(sub) - 1 > half &&
+                pos < PyList_GET_SIZE(maxes);
+    Py_DECREF(index);
+    if (!plain) {
+        result = PyObject_CallMethod(sorted_list, "_delete", "nn", pos, idx);
+        goto done;
+    }
+    if (PySequence_DelItem(sub, idx) < 0) {
+        goto done;
+    }
+    PyObject *last = PyList_GET_ITEM(sub, PyList_GET_SIZE(sub) - 1);
+    Py_INCREF(last);
+    if (PyList_SetItem(maxes, pos, last) < 0) {
+        goto done;
+    }
+    PyObject *length = PyObject_GetAttr(sorted_list, str_len);
+    if (length == NULL) {
+        goto done;
+    }
+    PyObject *less = PyNumber_Subtract(length, int_one);
+    Py_DECREF(length);
+    if (less == NULL) {
+        goto done;
+    }
+    int failed = PyObject_SetAttr(sorted_list, str_len, less);
+    Py_DECREF(less);
+    if (failed == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    goto done;
+absent:
+    {
+        PyObject *text = PyObject_Repr(value);
+        if (text != NULL) {
+            PyErr_Format(PyExc_ValueError, "%U not in list", text);
+            Py_DECREF(text);
+        }
+    }
+done:
+    Py_XDECREF(sub);
+    Py_DECREF(maxes);
+    Py_DECREF(lists);
+    if (result != NULL && result != Py_None) { /* the list's own _delete returns None */
+        Py_SETREF(result, Py_NewRef(Py_None));
+    }
+    return result;
+}
+
 /* sorted_between(sorted_list, low, high): the elements x of sortedcontainers' SortedList
    ``sorted_list`` with low <= x < high, ascending, as a new list (see
    objectspace.collections._pycore.sorted_between). */
@@ -2893,6 +3004,10 @@ static PyMethodDef core_functions[] = {
      "row_columns($module, table_rows, full, deleted, /)\n--\n\n"
      "The rows of a block's tables as the block's columns: see "
      "objectspace.collections._pycore.row_columns."},
+    {"sorted_remove", (PyCFunction)(void (*)(void))core_sorted_remove, METH_FASTCALL,
+     "sorted_remove($module, sorted_list, value, /)\n--\n\n"
+     "sortedcontainers' SortedList.remove(value) with its bisections and deletion in C: see "
+     "objectspace.collections._pycore.sorted_remove."},
     {"numbered_folders", core_numbered_folders, METH_O,
      "numbered_folders($module, folders, /)\n--\n\n"
      "Each folder as (template, number) around its first decimal number, or (): see "

@@ -29,6 +29,7 @@ __all__ = [
     "row_columns",
     "sorted_between",
     "sorted_insert",
+    "sorted_remove",
     "untrack",
     "untracked_set",
     "utc_from_ms",
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
         row_columns,
         sorted_between,
         sorted_insert,
+        sorted_remove,
         untrack,
         untracked_set,
         utc_from_ms,
@@ -90,6 +92,7 @@ else:
     row_columns = _module.row_columns
     sorted_between = _module.sorted_between
     sorted_insert = _module.sorted_insert
+    sorted_remove = _module.sorted_remove
     if IMPLEMENTATION == "c":
 
         def utc_from_ms(fallback):

@@ -46,6 +46,7 @@ __all__ = [
     "row_columns",
     "sorted_between",
     "sorted_insert",
+    "sorted_remove",
     "untrack",
     "untracked_set",
     "utc_from_ms",
@@ -381,6 +382,12 @@ def sorted_insert(sorted_list: Any, value: Any) -> None:
     """``sorted_list.add(value)`` (a ``sortedcontainers`` ``SortedList``; the C twin does
     its bisections and insertion itself)."""
     sorted_list.add(value)
+
+
+def sorted_remove(sorted_list: Any, value: Any) -> None:
+    """``sorted_list.remove(value)`` (a ``sortedcontainers`` ``SortedList``; ``ValueError``
+    when it does not hold ``value``; the C twin does its bisections and deletion itself)."""
+    sorted_list.remove(value)
 
 
 def sorted_between(sorted_list: Any, low: Any, high: Any) -> list[Any]:

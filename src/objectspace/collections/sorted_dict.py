@@ -24,7 +24,7 @@ from objectspace.collections._dictbase import (
     _SortedKeys,
     _SortedValues,
 )
-from objectspace.collections._impl import emit_sorted_rows, sorted_insert
+from objectspace.collections._impl import emit_sorted_rows, sorted_insert, sorted_remove
 from objectspace.collections.base import UNENCODABLE, Emitter, Page, SortedOrder, pack_entry
 from objectspace.tables import DELETED
 
@@ -33,12 +33,15 @@ __all__ = ["PersistedSortedDict"]
 
 class _SortedDict(SortedDict):  # type: ignore[misc]
     """A ``SortedDict`` that inserts a new key in its sorted key list with
-    :func:`~objectspace.collections._pycore.sorted_insert` (the list's own ``add``, its
-    bisections and insertion in C); pickled and copied as itself."""
+    :func:`~objectspace.collections._pycore.sorted_insert` and removes one with
+    :func:`~objectspace.collections._pycore.sorted_remove` (the list's own ``add`` and
+    ``remove``, their bisections, insertion and deletion in C); pickled and copied as
+    itself."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._list_add = functools.partial(sorted_insert, self._list)
+        self._list_remove = functools.partial(sorted_remove, self._list)
 
 
 class PersistedSortedDict(SortedOrder, _DictBase):

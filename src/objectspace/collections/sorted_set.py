@@ -7,7 +7,7 @@ from typing import Any
 
 from sortedcontainers import SortedSet
 
-from objectspace.collections._impl import sorted_insert
+from objectspace.collections._impl import sorted_insert, sorted_remove
 from objectspace.collections._setbase import _SetBase
 from objectspace.collections.base import SortedOrder
 
@@ -58,7 +58,7 @@ class PersistedSortedSet(SortedOrder, _SetBase):
                 self._touch()
             members.remove(value)
             try:
-                data._list.remove(value)
+                sorted_remove(data._list, value)
             except BaseException:
                 # The sorted list's comparisons raised: back in the hash set if the list
                 # still holds it.

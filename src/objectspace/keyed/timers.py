@@ -129,7 +129,7 @@ class Timers:
 
     def delete(self, when: datetime | int) -> None:
         """Delete the timer at ``when``; deleting one that does not exist is a no-op."""
-        ms = to_ms(when, "a timer's time")
+        ms = when if type(when) is int else to_ms(when, "a timer's time")
         ref = self._ref
         timers = _timer_index(ref.space, False)
         if timers is None:
