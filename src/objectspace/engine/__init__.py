@@ -41,6 +41,7 @@ from objectspace.engine.simulate import Simulation, simulate
 from objectspace.engine.stats import NO_TIME, BatchStats, TaskStats, finish_task
 from objectspace.engine.task import (
     KeyColumns,
+    OrderedRows,
     group_columns,
     group_rows,
     order_rows,
@@ -61,6 +62,7 @@ __all__ = [
     "BatchDriver",
     "BatchStats",
     "KeyColumns",
+    "OrderedRows",
     "Residency",
     "Simulation",
     "StatefulFunction",

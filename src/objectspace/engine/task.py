@@ -40,6 +40,7 @@ from objectspace.keyed import (
 
 __all__ = [
     "KeyColumns",
+    "OrderedRows",
     "Row",
     "group_columns",
     "group_rows",
@@ -136,6 +137,14 @@ def group_rows(
         else:
             bucket.append(row)
     return groups
+
+
+class OrderedRows(dict[tuple[int, Any], list[Row]]):
+    """An instance's rows per (key group, key) as :func:`group_rows` gives them, each key's
+    rows already in the order :func:`order_rows` gives them (the task sorted them as
+    columns): :func:`run_instance` does not sort them again."""
+
+    __slots__ = ()
 
 
 @dataclass(slots=True)
@@ -295,7 +304,8 @@ def run_instance(
     stats: TaskStats,
     restore: float = 0.0,
 ) -> tuple[list[Row], Receipt | None]:
-    """Run ``instance`` over its rows (grouped by :func:`group_rows`) and save it as
+    """Run ``instance`` over its rows (grouped by :func:`group_rows`; :class:`OrderedRows`
+    when each key's rows are in ``order_by`` order already) and save it as
     pending checkpoint ``plan.checkpoint_id`` (not in a replay). Returns the output rows
     and the receipt; fills ``stats`` (``seconds_restore`` adds ``restore``, the seconds
     spent getting the instance).
@@ -349,6 +359,7 @@ def _run_instance(
         stats.keys = len(groups)
         touched = {key_group for key_group, _ in groups}
         by_key = groups
+    ordered_already = type(groups) is OrderedRows
     if timing is not None:
         touched.update(g for g in timing.due if g in instance.key_groups)
         if timing.options.mode == "event" and by_columns is None:
@@ -416,7 +427,7 @@ def _run_instance(
             continue
         keys = []
         for _, text, key, key_rows in members:
-            if len(key_rows) > 1:
+            if len(key_rows) > 1 and not ordered_already:
                 order_rows(key_rows, order_columns)
             keys.append((prefix_of_repr(text), key, key_rows))
         if by_group is not None:

@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import Instance, Operator, Receipt
@@ -22,6 +23,7 @@ from objectspace.engine import (
     KEY_GROUP_COLUMN,
     RECEIPT_COLUMN,
     KeyColumns,
+    OrderedRows,
     Residency,
     TaskPlan,
     TaskStats,
@@ -31,6 +33,7 @@ from objectspace.engine import (
     group_rows,
     heads_match,
     instance_identity,
+    order_rows,
     route_rows,
     run_instance,
     takes_columns,
@@ -304,6 +307,63 @@ class _InstanceTask:
 
         return group_columns(plan, columns, needs, stats, runs, rows_at, KEY_GROUP_COLUMN)
 
+    def _ordered_rows(self, table: pa.Table, marks: bool) -> OrderedRows | None:
+        """An instance's rows per (key group, key) for a function that takes rows, what
+        :func:`~objectspace.engine.group_rows` and then :func:`~objectspace.engine.order_rows`
+        give, from the table sorted by Arrow (key group, key, ``order_by``): the rows of a
+        key are one run of the sorted rows, and only a run whose first ``order_by`` column
+        does not rise strictly (ties, nulls, NaN) is ordered by ``order_rows`` (``None``: one
+        key column of a type whose Arrow order and equality are Python's, and an
+        ``order_by``, are needed)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        plan = self.plan
+        if len(plan.key_columns) != 1 or not plan.order_columns:
+            return None
+        key_column = plan.key_columns[0]
+        names = {KEY_GROUP_COLUMN, key_column, *plan.order_columns}
+        if not names.issubset(table.column_names):
+            return None
+        kind = table.schema.field(key_column).type
+        if not (
+            pa.types.is_integer(kind)
+            or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind)
+            or pa.types.is_boolean(kind)
+        ):
+            return None  # (floats: -0.0 and 0.0 are one key spelt two ways)
+        try:
+            if marks:
+                table = table.filter(pc.not_equal(table.column(KEY_GROUP_COLUMN), DUE_MARK))
+            order = pc.sort_indices(
+                table,
+                sort_keys=[
+                    (KEY_GROUP_COLUMN, "ascending"),
+                    (key_column, "ascending"),
+                    *((c, "ascending") for c in plan.order_columns),
+                ],
+            )
+            table = table.take(order)
+            starts, unordered = _runs(
+                table.column(KEY_GROUP_COLUMN),
+                table.column(key_column),
+                table.column(plan.order_columns[0]),
+            )
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            return None  # columns Arrow does not sort or compare: group_rows sorts them
+        key_groups = table.column(KEY_GROUP_COLUMN).to_pylist()
+        rows = table.drop_columns([KEY_GROUP_COLUMN]).to_pylist()
+        groups = OrderedRows()
+        for run, (start, stop) in enumerate(pairwise([*starts, len(rows)])):
+            key_rows = rows[start:stop]
+            if run in unordered:
+                order_rows(key_rows, plan.order_columns)
+            groups[(key_groups[start], key_rows[0][key_column])] = key_rows
+        return groups
+
     def _pickled(self) -> bytes:
         """This task as its helper processes get it (as Spark shipped it: cloudpickle)."""
         from pyspark import cloudpickle
@@ -376,6 +436,8 @@ class _InstanceTask:
             if not isinstance(rows, list):
                 table = as_table(rows)
                 groups = self._columns(table, marks, stats)
+                if groups is None:
+                    groups = self._ordered_rows(table, marks)
                 if groups is None:
                     rows = table.to_pylist()
             if groups is None:
