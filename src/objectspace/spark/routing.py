@@ -133,6 +133,47 @@ def due_marker_rows(spark: Any, routed: DataFrame, instances: Sequence[int]) -> 
     return routed.unionByName(spark.createDataFrame(marks, nullable))
 
 
+# XXH64's primes, as Spark's XxHash64 uses them.
+_P1 = 0x9E3779B185EBCA87
+_P2 = 0xC2B2AE3D27D4EB4F
+_P3 = 0x165667B19E3779F9
+_P4 = 0x85EBCA77C2B2AE63
+_P5 = 0x27D4EB2F165667C5
+_U64 = (1 << 64) - 1
+
+
+def long_key_groups(values: pa.Array, max_key_groups: int) -> pa.Array:
+    """The key group of each of ``values`` (an Arrow array of integers, nulls allowed, each
+    taken as a signed 64-bit long, as Spark casts integer key columns to ``bigint``), as
+    an int32 array: ``key_group_hash(value) % max_key_groups`` for every value at once,
+    Spark's ``XxHash64.hashLong`` (seed 42) in Arrow's wrapping unsigned arithmetic."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    u64 = pa.uint64()
+    x = pc.cast(pc.cast(values, pa.int64()), u64, safe=False)  # the long's bits
+
+    def c(n: int) -> pa.Scalar:
+        return pa.scalar(n & _U64, u64)
+
+    def rotl(v: pa.Array, r: int) -> pa.Array:
+        return pc.bit_wise_or(pc.shift_left(v, c(r)), pc.shift_right(v, c(64 - r)))
+
+    k1 = pc.multiply(rotl(pc.multiply(x, c(_P2)), 31), c(_P1))
+    h = pc.bit_wise_xor(k1, c(42 + _P5 + 8))
+    h = pc.add(pc.multiply(rotl(h, 27), c(_P1)), c(_P4))
+    h = pc.multiply(pc.bit_wise_xor(h, pc.shift_right(h, c(33))), c(_P2))
+    h = pc.multiply(pc.bit_wise_xor(h, pc.shift_right(h, c(29))), c(_P3))
+    h = pc.bit_wise_xor(h, pc.shift_right(h, c(32)))
+    # The signed hash's floor modulo: the unsigned one, less 2**64's for a negative hash.
+    m = max_key_groups
+    r = pc.modulo(h, c(m))
+    negative = pc.greater_equal(h, c(1 << 63))
+    r = pc.if_else(negative, pc.modulo(pc.add(r, c(m - (1 << 64) % m)), c(m)), r)
+    r = pc.fill_null(r, c(key_group_hash(None) % m))  # a null key: the seed itself
+    return pc.cast(r, pa.int32())
+
+
 def route_table(
     batches: Iterable[pa.RecordBatch],
     key_column: str,
@@ -157,9 +198,12 @@ def route_table(
             max_kg = key_groups.max_key_groups
             keys = table.column(key_column)
             distinct = pc.unique(keys)
-            groups = pa.array(
-                [key_group_hash(value) % max_kg for value in distinct.to_pylist()], pa.int32()
-            )
+            if pa.types.is_integer(distinct.type) and distinct.type != pa.uint64():
+                groups = long_key_groups(distinct, max_kg)
+            else:
+                groups = pa.array(
+                    [key_group_hash(value) % max_kg for value in distinct.to_pylist()], pa.int32()
+                )
             row_groups = groups.take(pc.index_in(keys, value_set=distinct))
             owner = pa.array(
                 [key_groups.instance_of(g, parallelism) for g in range(max_kg)], pa.int32()
