@@ -268,7 +268,6 @@ class _InstanceTask:
         that takes columns (``None``: it takes rows, or the table does not have what the
         columns need), sorted here by key group, key and ``order_by`` (Arrow's sort)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         plan = self.plan
         needs = takes_columns(plan)
@@ -278,26 +277,10 @@ class _InstanceTask:
         names = {KEY_GROUP_COLUMN, plan.key_columns[0], plan.time.options.event_time, *needs}
         if not names.union(plan.order_columns).issubset(table.column_names):
             return None  # the rows path names what is missing
-        key_column = plan.key_columns[0]
-        try:
-            if marks:
-                table = table.filter(pc.not_equal(table.column(KEY_GROUP_COLUMN), DUE_MARK))
-            order = pc.sort_indices(
-                table,
-                sort_keys=[
-                    (KEY_GROUP_COLUMN, "ascending"),
-                    (key_column, "ascending"),
-                    *((c, "ascending") for c in plan.order_columns),
-                ],
-            )  # nulls last (Arrow's default)
-            table = table.take(order)
-            runs = _runs(
-                table.column(KEY_GROUP_COLUMN),
-                table.column(key_column),
-                table.column(plan.order_columns[0]),
-            )
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        sorted_runs = _sorted_runs(table, plan, marks)
+        if sorted_runs is None:
             return None  # columns Arrow does not sort or compare: the rows path
+        table, runs = sorted_runs
         columns = {name: table.column(name).to_pylist() for name in names}
         full = table.drop_columns([KEY_GROUP_COLUMN])
 
@@ -316,7 +299,6 @@ class _InstanceTask:
         key column of a type whose Arrow order and equality are Python's, and an
         ``order_by``, are needed)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         plan = self.plan
         if len(plan.key_columns) != 1 or not plan.order_columns:
@@ -335,25 +317,10 @@ class _InstanceTask:
             or pa.types.is_boolean(kind)
         ):
             return None  # (floats: -0.0 and 0.0 are one key spelt two ways)
-        try:
-            if marks:
-                table = table.filter(pc.not_equal(table.column(KEY_GROUP_COLUMN), DUE_MARK))
-            order = pc.sort_indices(
-                table,
-                sort_keys=[
-                    (KEY_GROUP_COLUMN, "ascending"),
-                    (key_column, "ascending"),
-                    *((c, "ascending") for c in plan.order_columns),
-                ],
-            )
-            table = table.take(order)
-            starts, unordered = _runs(
-                table.column(KEY_GROUP_COLUMN),
-                table.column(key_column),
-                table.column(plan.order_columns[0]),
-            )
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        sorted_runs = _sorted_runs(table, plan, marks)
+        if sorted_runs is None:
             return None  # columns Arrow does not sort or compare: group_rows sorts them
+        table, (starts, unordered) = sorted_runs
         key_groups = table.column(KEY_GROUP_COLUMN).to_pylist()
         rows = table.drop_columns([KEY_GROUP_COLUMN]).to_pylist()
         groups = OrderedRows()
@@ -456,6 +423,38 @@ class _InstanceTask:
                 stats.seconds_snapshot = time.perf_counter() - t0
         finish_task(stats, started)
         return out, receipt, stats
+
+
+def _sorted_runs(
+    table: pa.Table, plan: TaskPlan, marks: bool
+) -> tuple[pa.Table, tuple[list[int], set[int]]] | None:
+    """An instance's rows (``table``, without the driver's marker rows when ``marks``)
+    sorted by key group, key and ``order_by`` (nulls last, Arrow's default), and their
+    runs (:func:`_runs`); ``None`` for columns Arrow does not sort or compare."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key_column = plan.key_columns[0]
+    try:
+        if marks:
+            table = table.filter(pc.not_equal(table.column(KEY_GROUP_COLUMN), DUE_MARK))
+        order = pc.sort_indices(
+            table,
+            sort_keys=[
+                (KEY_GROUP_COLUMN, "ascending"),
+                (key_column, "ascending"),
+                *((c, "ascending") for c in plan.order_columns),
+            ],
+        )
+        table = table.take(order)
+        runs = _runs(
+            table.column(KEY_GROUP_COLUMN),
+            table.column(key_column),
+            table.column(plan.order_columns[0]),
+        )
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    return table, runs
 
 
 def _runs(
