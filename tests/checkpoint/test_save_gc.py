@@ -109,3 +109,91 @@ def test_a_discarded_instance_is_freed_without_a_collection() -> None:
         if collecting:
             gc.enable()
         gc.collect()
+
+
+def test_fewer_collections_can_leave_older_objects_out_and_puts_them_back() -> None:
+    """``freeze``: objects that exist when the block starts are out of its collections
+    (a garbage cycle among them is collected only after the block); new ones are in
+    them; nested uses and objects frozen by another keep the freeze as it was."""
+    import weakref
+
+    from objectspace.collector import fewer_collections
+
+    class Node:
+        other: Any = None
+
+    gc.collect()
+    old = Node()
+    old.other = Node()
+    old.other.other = old  # a cycle
+    gone = weakref.ref(old)
+    thresholds = gc.get_threshold()
+    with fewer_collections(freeze=True):
+        assert gc.get_freeze_count() > 0
+        frozen = gc.get_freeze_count()
+        with fewer_collections(freeze=True):  # nested: nothing more frozen, nothing undone
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+        del old
+        gc.collect()
+        assert gone() is not None  # frozen: not collected inside the block
+        new = Node()
+        new.other = Node()
+        new.other.other = new
+        made = weakref.ref(new)
+        del new
+        gc.collect()
+        assert made() is None  # made in the block: collected in it
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
+    gc.collect()
+    assert gone() is None  # back with the others: collected after the block
+
+    gc.freeze()  # another freezer's objects stay frozen, and are not ours to put back
+    try:
+        count = gc.get_freeze_count()
+        with fewer_collections(freeze=True):
+            assert gc.get_freeze_count() == count
+        assert gc.get_freeze_count() == count
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.parametrize(("budget", "freezes"), [(None, True), ("64 MiB", False)])
+def test_a_batch_leaves_the_older_state_out_of_its_collections_unless_a_budget_applies(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, budget: str | None, freezes: bool
+) -> None:
+    """Without a memory budget a task's collections walk what the batch made, not the
+    state before it (``gc.freeze`` around each instance run); with one, objects it evicts
+    must be freed at once, so nothing is frozen."""
+    from objectspace.testing import simulate
+
+    calls: list[str] = []
+    real_freeze, real_unfreeze = gc.freeze, gc.unfreeze
+
+    def freeze() -> None:
+        calls.append("freeze")
+        real_freeze()
+
+    def unfreeze() -> None:
+        calls.append("unfreeze")
+        real_unfreeze()
+
+    monkeypatch.setattr(gc, "freeze", freeze)
+    monkeypatch.setattr(gc, "unfreeze", unfreeze)
+
+    def count(key: Any, rows: list[dict[str, Any]], state: Any) -> list[dict[str, Any]]:
+        value = state.value("n", 0)
+        value.value += len(rows)
+        return [{"k": key, "n": value.value}]
+
+    batches = [[{"k": k % 3, "v": k} for k in range(6)] for _ in range(2)]
+    sim = simulate(
+        count, batches, key="k", order_by="v", memory_budget=budget, local_dir=str(tmp_path)
+    )
+    assert sim.outputs[-1][-1]["n"] == 4
+    assert gc.get_freeze_count() == 0
+    if freezes:
+        assert calls and calls == ["freeze", "unfreeze"] * (len(calls) // 2)
+    else:
+        assert calls == []

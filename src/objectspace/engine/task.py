@@ -328,7 +328,9 @@ def run_instance(
     columns)`` with ``columns`` the lists of ``input_columns(event_time)``, which must do
     what ``run_group`` does with the rows those columns came from.
     """
-    with fewer_collections():
+    # The state that exists before the batch stays out of its collections, unless a memory
+    # budget applies: objects it evicts must go at once, cycles too.
+    with fewer_collections(freeze=plan.memory_budget is None):
         return _run_instance(plan, instance, groups, stats, restore)
 
 
