@@ -1,7 +1,8 @@
 """Python's cyclic garbage collector while objectspace works.
 
 :func:`gc_paused` pauses it for a save or a restore (they make no cycles);
-:func:`fewer_collections` makes its young collections rarer while a task runs a function.
+:func:`fewer_collections` makes its young collections rarer while a task runs a function,
+and can leave the state that exists before the task out of the task's collections.
 
 A worker holds an operator's state as millions of long-lived objects. At the interpreter's
 default thresholds (a young collection every 700 allocations, a full one whenever the
