@@ -49,6 +49,7 @@ static PyObject *str_len;          /* "_len" */
 static PyObject *str_expand;       /* "_expand" */
 static PyObject *int_zero;         /* 0 */
 static PyObject *int_one;          /* 1 */
+static PyObject *int_minus_one;    /* -1 */
 static PyObject *copyreg_newobj;   /* copyreg.__newobj__ */
 static PyObject *copyreg_slotnames;/* copyreg._slotnames */
 static PyTypeObject *deque_type;   /* collections.deque */
@@ -1678,6 +1679,47 @@ done:
     return found;
 }
 
+/* The load of sortedcontainers' SortedList ``sorted_list`` when it keeps no position index
+   (its ``_index`` empty: an edit need not update one), else -1; -2 with an error set. */
+static Py_ssize_t
+sorted_list_load(PyObject *sorted_list)
+{
+    PyObject *load = PyObject_GetAttr(sorted_list, str_load);
+    if (load == NULL) {
+        return -2;
+    }
+    Py_ssize_t n = PyLong_Check(load) ? PyLong_AsSsize_t(load) : -1;
+    Py_DECREF(load);
+    if (n == -1 && PyErr_Occurred()) {
+        return -2;
+    }
+    PyObject *index = PyObject_GetAttr(sorted_list, str_index);
+    if (index == NULL) {
+        return -2;
+    }
+    int plain = PyList_Check(index) && PyList_GET_SIZE(index) == 0;
+    Py_DECREF(index);
+    return plain && n >= 0 ? n : -1;
+}
+
+/* ``sorted_list._len`` += ``delta`` (an int object); -1 with an error set. */
+static int
+sorted_list_count(PyObject *sorted_list, PyObject *delta)
+{
+    PyObject *length = PyObject_GetAttr(sorted_list, str_len);
+    if (length == NULL) {
+        return -1;
+    }
+    PyObject *changed = PyNumber_Add(length, delta);
+    Py_DECREF(length);
+    if (changed == NULL) {
+        return -1;
+    }
+    int failed = PyObject_SetAttr(sorted_list, str_len, changed);
+    Py_DECREF(changed);
+    return failed;
+}
+
 /* sorted_insert(sorted_list, value): sortedcontainers' SortedList.add(value) (see
    objectspace.collections._pycore.sorted_insert): the bisections and the insertion here, the
    list's own _expand when a sublist outgrows twice the load or its position index is
@@ -1730,23 +1772,11 @@ core_sorted_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     /* _expand(pos): only a split or a built position index needs its work */
-    PyObject *load = PyObject_GetAttr(sorted_list, str_load);
-    if (load == NULL) {
+    Py_ssize_t load = sorted_list_load(sorted_list);
+    if (load == -2) {
         goto done;
     }
-    Py_ssize_t twice = PyLong_Check(load) ? PyLong_AsSsize_t(load) : -1;
-    Py_DECREF(load);
-    if (twice == -1 && PyErr_Occurred()) {
-        goto done;
-    }
-    PyObject *index = PyObject_GetAttr(sorted_list, str_index);
-    if (index == NULL) {
-        goto done;
-    }
-    int plain = PyList_Check(index) && PyList_GET_SIZE(index) == 0 && twice >= 0 &&
-                PyList_GET_SIZE(sub) <= 2 * twice;
-    Py_DECREF(index);
-    if (!plain) {
+    if (load < 0 || PyList_GET_SIZE(sub) > 2 * load) {
         PyObject *at = PyLong_FromSsize_t(pos);
         if (at == NULL) {
             goto done;
@@ -1757,18 +1787,7 @@ core_sorted_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
-    PyObject *length = PyObject_GetAttr(sorted_list, str_len);
-    if (length == NULL) {
-        goto done;
-    }
-    PyObject *more = PyNumber_Add(length, int_one);
-    Py_DECREF(length);
-    if (more == NULL) {
-        goto done;
-    }
-    int failed = PyObject_SetAttr(sorted_list, str_len, more);
-    Py_DECREF(more);
-    if (failed == 0) {
+    if (sorted_list_count(sorted_list, int_one) == 0) {
         result = Py_NewRef(Py_None);
     }
 done:
@@ -1830,25 +1849,12 @@ core_sorted_remove(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto absent;
     }
     /* _delete(pos, idx): only a join of sublists or a built position index needs its work */
-    PyObject *load = PyObject_GetAttr(sorted_list, str_load);
-    if (load == NULL) {
+    Py_ssize_t load = sorted_list_load(sorted_list);
+    if (load == -2) {
         goto done;
     }
-    Py_ssize_t half = PyLong_Check(load) ? PyLong_AsSsize_t(load) : -1;
-    Py_DECREF(load);
-    if (half == -1 && PyErr_Occurred()) {
-        goto done;
-    }
-    half >>= 1;
-    PyObject *index = PyObject_GetAttr(sorted_list, str_index);
-    if (index == NULL) {
-        goto done;
-    }
-    int plain = PyList_Check(index) && PyList_GET_SIZE(index) == 0 && half >= 0 &&
-                idx < PyList_GET_SIZE(sub) && PyList_GET_SIZE(sub) - 1 > half &&
-                pos < PyList_GET_SIZE(maxes);
-    Py_DECREF(index);
-    if (!plain) {
+    if (load < 0 || idx >= PyList_GET_SIZE(sub) || PyList_GET_SIZE(sub) - 1 <= (load >> 1) ||
+        pos >= PyList_GET_SIZE(maxes)) {
         result = PyObject_CallMethod(sorted_list, "_delete", "nn", pos, idx);
         goto done;
     }
@@ -1860,18 +1866,7 @@ core_sorted_remove(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyList_SetItem(maxes, pos, last) < 0) {
         goto done;
     }
-    PyObject *length = PyObject_GetAttr(sorted_list, str_len);
-    if (length == NULL) {
-        goto done;
-    }
-    PyObject *less = PyNumber_Subtract(length, int_one);
-    Py_DECREF(length);
-    if (less == NULL) {
-        goto done;
-    }
-    int failed = PyObject_SetAttr(sorted_list, str_len, less);
-    Py_DECREF(less);
-    if (failed == 0) {
+    if (sorted_list_count(sorted_list, int_minus_one) == 0) {
         result = Py_NewRef(Py_None);
     }
     goto done;
@@ -3044,7 +3039,8 @@ PyInit__core(void)
     }
     int_zero = PyLong_FromLong(0);
     int_one = PyLong_FromLong(1);
-    if (int_zero == NULL || int_one == NULL) {
+    int_minus_one = PyLong_FromLong(-1);
+    if (int_zero == NULL || int_one == NULL || int_minus_one == NULL) {
         goto error;
     }
     copyreg = PyImport_ImportModule("copyreg");
