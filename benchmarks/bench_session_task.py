@@ -98,9 +98,11 @@ def run_once(
 ) -> dict[str, Any]:
     """One run of every batch; the CPU seconds of the tasks and what they emitted."""
     import pyarrow as pa
+    from pyspark import TaskContext
 
     from objectspace import operators as ops
     from objectspace.checkpoint import open_storage
+    from objectspace.collector import keep_frozen
     from objectspace.engine import INLINE_STATE_BYTES, BatchDriver, TimeOptions
     from objectspace.spark import cache
     from objectspace.spark.helpers import HELPERS
@@ -108,6 +110,9 @@ def run_once(
     from objectspace.spark.task import _InstanceTask
 
     cache.WORKER.clear()
+    # The tasks run as in a Spark worker: in a task context, which the task and its helpers
+    # see (the worker's collector policy, objectspace.collector.keep_frozen, follows it).
+    TaskContext._getOrCreate()
     storage = open_storage(url)
     job = storage.job("bench-sessions")
     operator = job.operator("sessions", 128)
@@ -188,6 +193,8 @@ def run_once(
         split["save"] += batch.seconds_save
     storage.close()
     HELPERS.stop_all()
+    TaskContext._setTaskContext(None)
+    keep_frozen(False)
     return {"cpu": cpu, "wall": wall, "split": split, "sessions": sessions}
 
 

@@ -197,3 +197,96 @@ def test_a_batch_leaves_the_older_state_out_of_its_collections_unless_a_budget_a
         assert calls and calls == ["freeze", "unfreeze"] * (len(calls) // 2)
     else:
         assert calls == []
+
+
+def _cycle() -> tuple[Any, Any]:
+    """A garbage-to-be cycle of two objects, and a weak reference to it."""
+    import weakref
+
+    class Node:
+        other: Any = None
+
+    first = Node()
+    first.other = Node()
+    first.other.other = first
+    return first, weakref.ref(first)
+
+
+def test_a_process_that_keeps_leaves_its_state_frozen_between_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``keep_frozen``: what a freezing block froze, and what it made and kept, stay out of
+    the collections after it (a garbage cycle among them waits), until the allocated
+    blocks grow past the rule (then one full collection, and frozen again), a block that
+    does not freeze (a memory budget) or the policy's end puts them back."""
+    import sys
+
+    from objectspace import collector
+    from objectspace.collector import fewer_collections, keep_frozen, keeps_frozen
+
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr(collector, "_kept_blocks", sys.getallocatedblocks() * 10)  # no growth
+    old, old_ref = _cycle()
+    keep_frozen()
+    try:
+        assert keeps_frozen()
+        with fewer_collections(freeze=True):
+            assert gc.get_freeze_count() > 0
+            frozen = gc.get_freeze_count()
+            with fewer_collections(freeze=True):  # nested: nothing more frozen or undone
+                assert gc.get_freeze_count() == frozen
+            assert gc.get_freeze_count() == frozen
+            made, made_ref = _cycle()
+            young, young_ref = _cycle()
+            del young
+            gc.collect()
+            assert young_ref() is None  # made in the block and gone: collected in it
+        assert gc.get_freeze_count() > frozen  # what the block made and kept joined them
+        del old, made
+        gc.collect()
+        assert old_ref() is not None and made_ref() is not None  # kept frozen: they wait
+        with fewer_collections(freeze=True):  # the next block: no growth, no collection
+            pass
+        gc.collect()
+        assert old_ref() is not None
+        monkeypatch.setattr(collector, "_kept_blocks", 0)  # as if the state had grown
+        monkeypatch.setattr(collector, "KEPT_MIN_BLOCKS", 0)
+        with fewer_collections(freeze=True):
+            pass
+        assert old_ref() is None and made_ref() is None  # one full collection at its end
+        assert gc.get_freeze_count() > 0  # and frozen again
+        assert collector._kept_blocks > 0
+        monkeypatch.setattr(collector, "_kept_blocks", sys.getallocatedblocks() * 10)
+
+        gone, gone_ref = _cycle()
+        with fewer_collections(freeze=True):
+            pass
+        del gone
+        gc.collect()
+        assert gone_ref() is not None
+        with fewer_collections():  # a block that does not freeze sees every object
+            assert gc.get_freeze_count() == 0
+            gc.collect()
+            assert gone_ref() is None
+        kept, kept_ref = _cycle()
+        with fewer_collections(freeze=True):
+            pass
+        assert gc.get_freeze_count() > 0
+    finally:
+        keep_frozen(False)
+    assert not keeps_frozen()
+    assert gc.get_freeze_count() == 0  # the policy's end puts them back
+    del kept
+    gc.collect()
+    assert kept_ref() is None
+
+
+def test_a_process_that_does_not_keep_puts_them_back_after_each_block() -> None:
+    from objectspace.collector import fewer_collections, keeps_frozen
+
+    assert not keeps_frozen()
+    gc.collect()
+    with fewer_collections(freeze=True):
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0

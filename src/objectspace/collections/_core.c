@@ -42,6 +42,12 @@ static PyObject *str_getstate;     /* "__getstate__" */
 static PyObject *str_dict;         /* "__dict__" */
 static PyObject *str_delitem;      /* "__delitem__" */
 static PyObject *str_maxes;        /* "_maxes" */
+static PyObject *str_changes;      /* "changes" */
+static PyObject *str_dumps;        /* "dumps" */
+static PyObject *str_rows;         /* "rows" */
+static PyObject *str_truncated;    /* "truncated" */
+static PyObject *str_new;          /* "new" */
+static PyObject *str_meta;         /* "meta" */
 static PyObject *str_lists;        /* "_lists" */
 static PyObject *str_load;         /* "_load" */
 static PyObject *str_index;        /* "_index" */
@@ -681,6 +687,170 @@ value_setattro(PyObject *self, PyObject *name, PyObject *value)
     return PyObject_GenericSetAttr(self, name, value);
 }
 
+/*
+ * PersistedValue._save and _freeze (see objectspace.collections.value): what a save does
+ * once per set value, without a Python frame. value_setup gives the four shared pages
+ * ([new][meta]) and the TableChanges type; until then _save_value raises.
+ */
+static PyObject *value_pages;         /* ((page, page), (page, page)): [new][meta] */
+static PyTypeObject *value_changes;   /* objectspace.tables.TableChanges (slots) */
+static PyObject *value_key;           /* b"value": the row's key */
+
+static PyObject *
+core_value_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 2 ||
+        !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "value_setup(pages, TableChanges)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < 2; i++) {
+        PyObject *row = PyTuple_GET_ITEM(args[0], i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 2) {
+            PyErr_SetString(PyExc_TypeError, "value_setup: pages must be 2 x 2 tuples");
+            return NULL;
+        }
+    }
+    if (value_key == NULL && (value_key = PyBytes_FromString("value")) == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(value_pages, Py_NewRef(args[0]));
+    Py_XSETREF(value_changes, (PyTypeObject *)Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* `page.<name>` as a truth value (-1: error) */
+static int
+page_flag(PyObject *page, PyObject *name)
+{
+    PyObject *flag = PyObject_GetAttr(page, name);
+    if (flag == NULL) {
+        return -1;
+    }
+    int truth = flag == Py_True ? 1 : flag == Py_False ? 0 : PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    return truth;
+}
+
+/* out.changes[name], created (an untracked TableChanges) when absent; a new reference */
+static PyObject *
+emitter_changes(PyObject *out, PyObject *name)
+{
+    PyObject *changes_map = PyObject_GetAttr(out, str_changes);
+    if (changes_map == NULL) {
+        return NULL;
+    }
+    if (!PyDict_Check(changes_map)) {
+        PyErr_SetString(PyExc_TypeError, "an emitter's changes must be a dict");
+        Py_DECREF(changes_map);
+        return NULL;
+    }
+    PyObject *changes = PyDict_GetItemWithError(changes_map, name);
+    if (changes != NULL) {
+        Py_INCREF(changes);
+    } else if (!PyErr_Occurred()) {
+        PyObject *rows = PyDict_New();
+        changes = rows == NULL ? NULL : value_changes->tp_alloc(value_changes, 0);
+        if (changes == NULL || PyObject_SetAttr(changes, str_truncated, Py_False) < 0 ||
+            PyObject_SetAttr(changes, str_rows, rows) < 0 ||
+            PyDict_SetItem(changes_map, name, changes) < 0) {
+            Py_CLEAR(changes);
+        } else if (PyObject_GC_IsTracked(changes)) {
+            PyObject_GC_UnTrack(changes); /* a bool and a dict of bytes: in no cycle */
+        }
+        Py_XDECREF(rows);
+    }
+    Py_DECREF(changes_map);
+    return changes;
+}
+
+static PyObject *
+value_save(ValueObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "_save takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (value_pages == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "value_setup was not called");
+        return NULL;
+    }
+    PyObject *out = args[0];
+    int full = PyObject_IsTrue(args[1]);
+    if (full < 0) {
+        return NULL;
+    }
+    unsigned int flags = self->base.flags;
+    if (!(flags & F_SET(F_NEW))) {
+        missing((PyObject *)self, "_new");
+        return NULL;
+    }
+    if (!(flags & F_SET(F_META))) {
+        missing((PyObject *)self, "_meta");
+        return NULL;
+    }
+    int new = (flags & F_NEW) != 0, meta = (flags & F_META) != 0;
+    PyObject *pending;
+    FIELD_OR_FAIL(pending, &self->base, pending, "_pending", return NULL);
+    if (pending != Py_None) {
+        if (!new && (new = page_flag(pending, str_new)) < 0) {
+            return NULL;
+        }
+        if (!meta && (meta = page_flag(pending, str_meta)) < 0) {
+            return NULL;
+        }
+    }
+    if (full || new || meta) {
+        PyObject *id, *value, *name, *changes, *rows = NULL, *dumps = NULL, *raw = NULL;
+        FIELD_OR_FAIL(id, &self->base, id, "_id", return NULL);
+        FIELD_OR_FAIL(value, self, value, "_value", return NULL);
+        name = PyUnicode_FromFormat("state/item/%S/items", id);
+        if (name == NULL) {
+            return NULL;
+        }
+        changes = emitter_changes(out, name);
+        Py_DECREF(name);
+        if (changes == NULL) {
+            return NULL;
+        }
+        Py_INCREF(value); /* dumps may run code that replaces it */
+        int status = -1;
+        if ((rows = PyObject_GetAttr(changes, str_rows)) != NULL &&
+            (dumps = PyObject_GetAttr(out, str_dumps)) != NULL &&
+            (raw = PyObject_CallOneArg(dumps, value)) != NULL) {
+            status = PyDict_SetItem(rows, value_key, raw);
+        }
+        Py_DECREF(value);
+        Py_XDECREF(raw);
+        Py_XDECREF(dumps);
+        Py_XDECREF(rows);
+        Py_DECREF(changes);
+        if (status < 0) {
+            return NULL;
+        }
+    }
+    return Py_NewRef(PyTuple_GET_ITEM(PyTuple_GET_ITEM(value_pages, new), meta));
+}
+
+static PyObject *
+value_freeze(ValueObject *self, PyObject *page)
+{
+    Py_XSETREF(self->base.pending, Py_NewRef(page));
+    unsigned int cleared = F_REGISTERED | F_META | F_NEW;
+    self->base.flags = (self->base.flags & ~cleared) | F_SET(F_REGISTERED) | F_SET(F_META) |
+                       F_SET(F_NEW);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef value_methods[] = {
+    {"_save_value", (PyCFunction)(void (*)(void))value_save, METH_FASTCALL,
+     "_save_value($self, out, full, /)\n--\n\n"
+     "PersistedValue._save: the value's row into out when full, new or set; its page."},
+    {"_freeze_value", (PyCFunction)value_freeze, METH_O,
+     "_freeze_value($self, page, /)\n--\n\n"
+     "PersistedValue._freeze: keep page until acknowledged, start an empty page."},
+    {NULL}};
+
 static PyGetSetDef value_getset[] = {
     {"value", (getter)value_get, (setter)value_set, "The current value.", NULL},
     {NULL}};
@@ -700,6 +870,7 @@ static PyTypeObject ValueBase_Type = {
     .tp_clear = (inquiry)value_clear,
     .tp_free = PyObject_GC_Del,
     .tp_members = value_members,
+    .tp_methods = value_methods,
     .tp_getset = value_getset,
     .tp_setattro = value_setattro,
 };
@@ -2975,6 +3146,9 @@ static PyMethodDef core_functions[] = {
      "pack_entry, deleted, unencodable) -> None\n--\n\n"
      "A sorted dict's changed entries as rows: see "
      "objectspace.collections._pycore.emit_sorted_rows."},
+    {"value_setup", (PyCFunction)(void (*)(void))core_value_setup, METH_FASTCALL,
+     "value_setup($module, pages, table_changes, /)\n--\n\n"
+     "The shared pages ([new][meta]) and TableChanges type of ValueBase._save_value."},
     {"emit_set_rows", (PyCFunction)(void (*)(void))core_emit_set_rows, METH_FASTCALL,
      "emit_set_rows(rows, slots, members, spell, cleared, key_dumps, encode_key, plain, "
      "entry_mark, spelled, dumps, deleted, unencodable) -> None\n--\n\n"
@@ -3030,7 +3204,10 @@ PyInit__core(void)
         intern(&str_dict, "__dict__") < 0 || intern(&str_delitem, "__delitem__") < 0 ||
         intern(&str_maxes, "_maxes") < 0 || intern(&str_lists, "_lists") < 0 ||
         intern(&str_load, "_load") < 0 || intern(&str_index, "_index") < 0 ||
-        intern(&str_len, "_len") < 0 || intern(&str_expand, "_expand") < 0) {
+        intern(&str_len, "_len") < 0 || intern(&str_expand, "_expand") < 0 ||
+        intern(&str_changes, "changes") < 0 || intern(&str_dumps, "dumps") < 0 ||
+        intern(&str_rows, "rows") < 0 || intern(&str_truncated, "truncated") < 0 ||
+        intern(&str_new, "new") < 0 || intern(&str_meta, "meta") < 0) {
         goto error;
     }
     PyDateTime_IMPORT;

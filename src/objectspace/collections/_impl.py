@@ -33,6 +33,7 @@ __all__ = [
     "untrack",
     "untracked_set",
     "utc_from_ms",
+    "value_setup",
 ]
 
 PURE_PYTHON_ENV = "OBJECTSPACE_PURE_PYTHON"
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
         untrack,
         untracked_set,
         utc_from_ms,
+        value_setup,
     )
 else:
     _module, IMPLEMENTATION = _choose()
@@ -102,3 +104,4 @@ else:
         utc_from_ms = _module.utc_from_ms
     untrack = _module.untrack
     untracked_set = _module.untracked_set
+    value_setup = _module.value_setup

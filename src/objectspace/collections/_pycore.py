@@ -50,6 +50,7 @@ __all__ = [
     "untrack",
     "untracked_set",
     "utc_from_ms",
+    "value_setup",
 ]
 
 
@@ -492,6 +493,12 @@ RowColumns = tuple[
     list[bytes],  # the other values
     int,  # the rows
 ]
+
+
+def value_setup(pages: tuple[tuple[Any, Any], tuple[Any, Any]], table_changes: type, /) -> None:
+    """The C extension's ``ValueBase._save_value`` and ``_freeze_value`` take their shared
+    pages and ``TableChanges`` from here; this ``ValueBase`` has neither: ``PersistedValue``'s
+    own ``_save`` and ``_freeze`` are their definition, and run."""
 
 
 def row_columns(table_rows: list[dict[bytes, Any]], full: bool, deleted: Any, /) -> RowColumns:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from objectspace.collections._impl import ValueBase, untrack
+from objectspace.collections._impl import ValueBase, untrack, value_setup
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.tables import StateReader, TableChanges
 
@@ -78,3 +78,13 @@ class PersistedValue(PersistedObject, ValueBase):
 
     def __repr__(self) -> str:
         return f"<PersistedValue {self._id!r}: {self._value!r}>"
+
+
+# The C extension's ValueBase does _save and _freeze in C (no Python frame per value per
+# save); the methods above define them, and run on the pure-Python build.
+_PY_SAVE = PersistedValue._save
+_PY_FREEZE = PersistedValue._freeze
+if hasattr(ValueBase, "_save_value"):
+    value_setup(_PAGES, TableChanges)
+    PersistedValue._save = ValueBase._save_value  # type: ignore[method-assign,assignment]
+    PersistedValue._freeze = ValueBase._freeze_value  # type: ignore[method-assign,assignment]

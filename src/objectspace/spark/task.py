@@ -17,7 +17,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import Instance, Operator, Receipt
-from objectspace.collector import gc_paused
+from objectspace.collector import gc_paused, keep_frozen, keeps_frozen
 from objectspace.engine import (
     INSTANCE_COLUMN,
     KEY_GROUP_COLUMN,
@@ -382,6 +382,8 @@ class _InstanceTask:
         """Run instance ``index`` over its rows (dicts, an Arrow table or IPC stream): its
         output rows, receipt and stats."""
         require_c_check(self.require_c)
+        if not keeps_frozen() and _in_spark_task():
+            keep_frozen()  # a worker holds the state between tasks: out of its collections
         plan = self.plan
         started = time.perf_counter()
         stats = TaskStats(index=index)
@@ -423,6 +425,13 @@ class _InstanceTask:
                 stats.seconds_snapshot = time.perf_counter() - t0
         finish_task(stats, started)
         return out, receipt, stats
+
+
+def _in_spark_task() -> bool:
+    """Whether this process runs a Spark task now (a Python worker, or its helper)."""
+    from pyspark import TaskContext
+
+    return TaskContext.get() is not None
 
 
 def _sorted_runs(
