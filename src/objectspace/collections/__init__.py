@@ -10,6 +10,7 @@ from objectspace.collections._impl import (
     key_encoder,
     numbered_folders,
     row_columns,
+    rows_from_columns,
     untrack,
     utc_from_ms,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "key_encoder",
     "numbered_folders",
     "row_columns",
+    "rows_from_columns",
     "untrack",
     "utc_from_ms",
 ]

@@ -3087,6 +3087,61 @@ table_columns(PyObject **c, PyObject *rows, int full, PyObject *deleted, Py_ssiz
     return 0;
 }
 
+/* rows_from_columns(names, columns): see objectspace.collections._pycore.rows_from_columns */
+static PyObject *
+core_rows_from_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "rows_from_columns takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *names = args[0], *columns = args[1];
+    if (!PyTuple_Check(names) || !PyList_Check(columns)) {
+        PyErr_SetString(PyExc_TypeError, "rows_from_columns: names must be a tuple, columns a list");
+        return NULL;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(names);
+    if (PyList_GET_SIZE(columns) != width || width == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "rows_from_columns: one column per name, and at least one");
+        return NULL;
+    }
+    Py_ssize_t n = -1;
+    for (Py_ssize_t j = 0; j < width; j++) {
+        PyObject *column = PyList_GET_ITEM(columns, j);
+        if (!PyList_Check(column)) {
+            PyErr_SetString(PyExc_TypeError, "rows_from_columns: each column must be a list");
+            return NULL;
+        }
+        if (n >= 0 && PyList_GET_SIZE(column) != n) {
+            PyErr_SetString(PyExc_ValueError, "rows_from_columns: columns of unequal lengths");
+            return NULL;
+        }
+        n = PyList_GET_SIZE(column);
+    }
+    PyObject *rows = PyList_New(n);
+    if (rows == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = _PyDict_NewPresized(width);
+        if (row == NULL) {
+            Py_DECREF(rows);
+            return NULL;
+        }
+        PyList_SET_ITEM(rows, i, row);
+        for (Py_ssize_t j = 0; j < width; j++) {
+            /* (a column is a list the caller made: its length cannot change meanwhile) */
+            PyObject *value = PyList_GET_ITEM(PyList_GET_ITEM(columns, j), i);
+            if (PyDict_SetItem(row, PyTuple_GET_ITEM(names, j), value) < 0) {
+                Py_DECREF(rows);
+                return NULL;
+            }
+        }
+    }
+    return rows;
+}
+
 static PyObject *
 core_row_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -3169,6 +3224,10 @@ static PyMethodDef core_functions[] = {
      "sorted_insert($module, sorted_list, value, /)\n--\n\n"
      "sortedcontainers' SortedList.add(value) with its bisections and insertion in C: see "
      "objectspace.collections._pycore.sorted_insert."},
+    {"rows_from_columns", (PyCFunction)(void (*)(void))core_rows_from_columns, METH_FASTCALL,
+     "rows_from_columns($module, names, columns, /)\n--\n\n"
+     "A dict per row of equal-length column lists: see "
+     "objectspace.collections._pycore.rows_from_columns."},
     {"row_columns", (PyCFunction)(void (*)(void))core_row_columns, METH_FASTCALL,
      "row_columns($module, table_rows, full, deleted, /)\n--\n\n"
      "The rows of a block's tables as the block's columns: see "

@@ -27,6 +27,7 @@ __all__ = [
     "key_encoder",
     "numbered_folders",
     "row_columns",
+    "rows_from_columns",
     "sorted_between",
     "sorted_insert",
     "sorted_remove",
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
         key_encoder,
         numbered_folders,
         row_columns,
+        rows_from_columns,
         sorted_between,
         sorted_insert,
         sorted_remove,
@@ -92,6 +94,7 @@ else:
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder
     numbered_folders = _module.numbered_folders
     row_columns = _module.row_columns
+    rows_from_columns = _module.rows_from_columns
     sorted_between = _module.sorted_between
     sorted_insert = _module.sorted_insert
     sorted_remove = _module.sorted_remove

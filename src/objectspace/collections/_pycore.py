@@ -44,6 +44,7 @@ __all__ = [
     "key_encoder",
     "numbered_folders",
     "row_columns",
+    "rows_from_columns",
     "sorted_between",
     "sorted_insert",
     "sorted_remove",
@@ -493,6 +494,22 @@ RowColumns = tuple[
     list[bytes],  # the other values
     int,  # the rows
 ]
+
+
+def rows_from_columns(names: tuple[str, ...], columns: list[list[Any]], /) -> list[dict[str, Any]]:
+    """A dict per row, ``{names[j]: columns[j][i]}`` (a name twice: its last column), of
+    lists of one length, one per name (at least one): what ``pyarrow.Table.to_pylist``
+    makes of a table's columns' ``to_pylist()``. Unequal lengths or a column per name
+    missing raise ``ValueError``."""
+    if not isinstance(names, tuple) or not isinstance(columns, list):
+        raise TypeError("rows_from_columns: names must be a tuple, columns a list")
+    if len(columns) != len(names) or not names:
+        raise ValueError("rows_from_columns: one column per name, and at least one")
+    if not all(isinstance(column, list) for column in columns):
+        raise TypeError("rows_from_columns: each column must be a list")
+    if len({len(column) for column in columns}) > 1:
+        raise ValueError("rows_from_columns: columns of unequal lengths")
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 def value_setup(pages: tuple[tuple[Any, Any], tuple[Any, Any]], table_changes: type, /) -> None:
