@@ -14,25 +14,16 @@ import pytest
 from objectspace import operators as ops
 from objectspace.spark import StatefulRunner, preflight
 from tests.support.spark import spark  # noqa: F401
+from tests.support.task_plan import TASK_PLAN
 
 # An executor's task, without a JVM: the plan a driver makes, run by the task class the
 # Spark tasks use, in a process on the pure-Python collections.
-TASK = r"""
-import sys
-import pyarrow as pa
-from objectspace import operators as ops
-from objectspace.checkpoint import open_storage
-from objectspace.engine import BatchDriver
+TASK = (
+    TASK_PLAN
+    + r"""
 from objectspace.spark.preflight import DeploymentError, c_extension_in_use
 from objectspace.spark.task import _InstanceTask
 
-storage = open_storage(sys.argv[1])
-job = storage.job("j")
-operator = job.operator("op", 8)
-job.fence()
-driver = BatchDriver(operator, ops.aggregate("sum"), key_columns=("k",), order_columns=("ts",))
-plan = driver.begin(0, 1)
-schema = pa.schema([("k", pa.int64()), ("sum", pa.float64()), ("__os_receipt", pa.binary())])
 print("c", c_extension_in_use())
 try:
     _InstanceTask(plan, schema, require_c=sys.argv[2] == "1")._run(0, [])
@@ -42,6 +33,7 @@ except DeploymentError as exc:
 else:
     print("ran")
 """
+)
 
 
 @pytest.mark.parametrize("require_c", [True, False])

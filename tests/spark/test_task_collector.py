@@ -10,33 +10,30 @@ from typing import Any
 
 import pytest
 
+from tests.support.task_plan import TASK_PLAN
+
 # An executor's task without a JVM, in a process of its own (the collector's state is the
 # process's): with or without a Spark task context, as a worker has one.
-TASK = r"""
-import gc, sys
-import pyarrow as pa
+TASK = (
+    r"""
+import gc
+import sys
 from pyspark import TaskContext
-from objectspace import operators as ops
-from objectspace.checkpoint import open_storage
-from objectspace.collector import keeps_frozen
-from objectspace.engine import BatchDriver
-from objectspace.spark.task import _InstanceTask
 
 if sys.argv[2] == "1":
     TaskContext._getOrCreate()
-storage = open_storage(sys.argv[1])
-job = storage.job("j")
-operator = job.operator("op", 8)
-job.fence()
-driver = BatchDriver(operator, ops.aggregate("sum"), key_columns=("k",), order_columns=("ts",))
-plan = driver.begin(0, 1)
-schema = pa.schema([("k", pa.int64()), ("sum", pa.float64()), ("__os_receipt", pa.binary())])
+"""
+    + TASK_PLAN
+    + r"""
+from objectspace.collector import keeps_frozen
+from objectspace.spark.task import _InstanceTask
 from objectspace.keygroups import KeyGroups
 groups = KeyGroups(8)
 rows = [{"k": k % 5, "ts": k, "v": float(k), "__os_kg": groups.key_group(k % 5)} for k in range(50)]
 _InstanceTask(plan, schema)._run(0, rows)
 print("keeps", keeps_frozen(), "frozen", gc.get_freeze_count() > 0)
 """
+)
 
 
 @pytest.mark.parametrize("in_task", [True, False])
