@@ -439,8 +439,10 @@ def _table_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 def _in_spark_task() -> bool:
     """Whether this process runs a Spark task now (a Python worker, or its helper)."""
-    from pyspark import TaskContext
-
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # (a process without pyspark runs no Spark task)
+        return False
     return TaskContext.get() is not None
 
 
