@@ -512,7 +512,7 @@ def rows_from_columns(names: tuple[str, ...], columns: list[list[Any]], /) -> li
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
-def value_setup(pages: tuple[tuple[Any, Any], tuple[Any, Any]], table_changes: type, /) -> None:
+def value_setup(pages: tuple[tuple[Any, ...], ...], table_changes: type, /) -> None:
     """The C extension's ``ValueBase._save_value`` and ``_freeze_value`` take their shared
     pages and ``TableChanges`` from here; this ``ValueBase`` has neither: ``PersistedValue``'s
     own ``_save`` and ``_freeze`` are their definition, and run."""

@@ -84,7 +84,9 @@ class PersistedValue(PersistedObject, ValueBase):
 # save); the methods above define them, and run on the pure-Python build.
 _PY_SAVE = PersistedValue._save
 _PY_FREEZE = PersistedValue._freeze
-if hasattr(ValueBase, "_save_value"):
+_C_SAVE = getattr(ValueBase, "_save_value", None)
+_C_FREEZE = getattr(ValueBase, "_freeze_value", None)
+if _C_SAVE is not None and _C_FREEZE is not None:
     value_setup(_PAGES, TableChanges)
-    PersistedValue._save = ValueBase._save_value  # type: ignore[method-assign,assignment]
-    PersistedValue._freeze = ValueBase._freeze_value  # type: ignore[method-assign,assignment]
+    PersistedValue._save = _C_SAVE  # type: ignore[method-assign]
+    PersistedValue._freeze = _C_FREEZE  # type: ignore[method-assign]
