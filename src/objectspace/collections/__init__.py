@@ -7,6 +7,8 @@ twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
 from __future__ import annotations
 
 from objectspace.collections._impl import (
+    arena_stats,
+    keep_arenas,
     key_encoder,
     numbered_folders,
     row_columns,
@@ -40,6 +42,8 @@ __all__ = [
     "PersistedSortedSet",
     "PersistedStack",
     "PersistedValue",
+    "arena_stats",
+    "keep_arenas",
     "key_encoder",
     "numbered_folders",
     "row_columns",

@@ -21,9 +21,11 @@ __all__ = [
     "QueueBase",
     "StackBase",
     "ValueBase",
+    "arena_stats",
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
+    "keep_arenas",
     "key_encoder",
     "numbered_folders",
     "row_columns",
@@ -65,9 +67,11 @@ if TYPE_CHECKING:
         QueueBase,
         StackBase,
         ValueBase,
+        arena_stats,
         emit_rows,
         emit_set_rows,
         emit_sorted_rows,
+        keep_arenas,
         key_encoder,
         numbered_folders,
         row_columns,
@@ -88,6 +92,8 @@ else:
     ListBase = _module.ListBase
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
+    arena_stats = _module.arena_stats
+    keep_arenas = _module.keep_arenas
     emit_rows = _module.emit_rows
     emit_set_rows = _module.emit_set_rows
     emit_sorted_rows = _module.emit_sorted_rows
