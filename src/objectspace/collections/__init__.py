@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from objectspace.collections._impl import (
     arena_stats,
+    grouped_tables,
     keep_arenas,
     key_encoder,
     numbered_folders,
     row_columns,
     rows_from_columns,
+    table_heads,
     untrack,
     utc_from_ms,
 )
@@ -43,11 +45,13 @@ __all__ = [
     "PersistedStack",
     "PersistedValue",
     "arena_stats",
+    "grouped_tables",
     "keep_arenas",
     "key_encoder",
     "numbered_folders",
     "row_columns",
     "rows_from_columns",
+    "table_heads",
     "untrack",
     "utc_from_ms",
 ]

@@ -3188,6 +3188,301 @@ done:
     return result;
 }
 
+/* ---- table_heads, grouped_tables: a block's tables grouped by folder ------------------
+   See objectspace.collections._pycore.table_heads and grouped_tables (their definition).
+   A save names two or three tables per object (state/item/<id>/items, .../metadata), and
+   a block groups them by folder: one pass over the names without a tuple or string per
+   table (a table's folder is compared with the last one's in place, its last component
+   with the few seen lately), then a counting placement by folder. */
+
+#define TAILS_SEEN 8
+
+/* Whether s[start:start+len] equals other. */
+static int
+substring_equals(PyObject *s, Py_ssize_t start, Py_ssize_t len, PyObject *other)
+{
+    if (PyUnicode_GET_LENGTH(other) != len) {
+        return 0;
+    }
+    int kind = PyUnicode_KIND(s), other_kind = PyUnicode_KIND(other);
+    const void *data = PyUnicode_DATA(s), *other_data = PyUnicode_DATA(other);
+    if (kind == other_kind) {
+        return memcmp((const char *)data + start * kind, other_data, (size_t)(len * kind)) == 0;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (PyUnicode_READ(kind, data, start + i) != PyUnicode_READ(other_kind, other_data, i)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+core_table_heads(PyObject *Py_UNUSED(module), PyObject *names)
+{
+    if (!PyList_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "table_heads: names must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *heads = PyList_New(0), *index = PyDict_New(), *tails = PyDict_New();
+    PyObject *table_head = PyList_New(n), *table_tail = PyList_New(n), *result = NULL;
+    PyObject *seen[TAILS_SEEN] = {NULL}; /* borrowed from tails */
+    Py_ssize_t last_head = -1, next_seen = 0;
+    if (heads == NULL || index == NULL || tails == NULL || table_head == NULL || table_tail == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyList_GET_ITEM(names, k);
+        if (!PyUnicode_Check(name)) {
+            PyErr_Format(PyExc_TypeError, "table_heads: a table name must be a str, not %.100s",
+                         Py_TYPE(name)->tp_name);
+            goto done;
+        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        Py_ssize_t slash = PyUnicode_FindChar(name, '/', 0, len, -1);
+        if (slash == -2) {
+            goto done;
+        }
+        Py_ssize_t head_len = slash < 0 ? 0 : slash, tail_start = slash + 1;
+        /* the folder: the last one's again, or looked up */
+        Py_ssize_t h = -1;
+        if (last_head >= 0 && substring_equals(name, 0, head_len, PyList_GET_ITEM(heads, last_head))) {
+            h = last_head;
+        }
+        else {
+            PyObject *head = PyUnicode_Substring(name, 0, head_len);
+            if (head == NULL) {
+                goto done;
+            }
+            PyObject *found = PyDict_GetItemWithError(index, head);
+            if (found != NULL) {
+                h = PyLong_AsSsize_t(found);
+            }
+            else if (!PyErr_Occurred()) {
+                PyObject *number = PyLong_FromSsize_t(PyList_GET_SIZE(heads));
+                if (number != NULL && PyDict_SetItem(index, head, number) == 0 &&
+                    PyList_Append(heads, head) == 0) {
+                    h = PyList_GET_SIZE(heads) - 1;
+                }
+                Py_XDECREF(number);
+            }
+            Py_DECREF(head);
+            if (h < 0) {
+                goto done;
+            }
+            last_head = h;
+        }
+        PyObject *number = PyLong_FromSsize_t(h);
+        if (number == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(table_head, k, number);
+        /* the last component: one seen lately, or looked up (equal ones: one object) */
+        PyObject *tail = NULL;
+        Py_ssize_t tail_len = len - tail_start;
+        for (int j = 0; j < TAILS_SEEN && seen[j] != NULL; j++) {
+            if (substring_equals(name, tail_start, tail_len, seen[j])) {
+                tail = seen[j];
+                break;
+            }
+        }
+        if (tail == NULL) {
+            PyObject *fresh = tail_start == 0 ? Py_NewRef(name) : PyUnicode_Substring(name, tail_start, len);
+            if (fresh == NULL) {
+                goto done;
+            }
+            tail = PyDict_SetDefault(tails, fresh, fresh); /* borrowed */
+            Py_DECREF(fresh);
+            if (tail == NULL) {
+                goto done;
+            }
+            seen[next_seen] = tail;
+            next_seen = (next_seen + 1) % TAILS_SEEN;
+        }
+        PyList_SET_ITEM(table_tail, k, Py_NewRef(tail));
+    }
+    result = PyTuple_Pack(3, heads, table_head, table_tail);
+done:
+    Py_XDECREF(heads);
+    Py_XDECREF(index);
+    Py_XDECREF(tails);
+    Py_XDECREF(table_head);
+    Py_XDECREF(table_tail);
+    return result;
+}
+
+static PyObject *
+core_grouped_tables(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "grouped_tables takes five arguments (edits, table_head, table_tail, order, full)");
+        return NULL;
+    }
+    PyObject *edits = args[0], *table_head = args[1], *table_tail = args[2], *order = args[3];
+    int full = PyObject_IsTrue(args[4]);
+    if (full < 0) {
+        return NULL;
+    }
+    if (!PyList_Check(edits) || !PyList_Check(table_head)) {
+        PyErr_SetString(PyExc_TypeError, "grouped_tables: edits and table_head must be lists");
+        return NULL;
+    }
+    if (!PyList_Check(table_tail) || (order != Py_None && !PyList_Check(order))) {
+        PyErr_SetString(PyExc_TypeError, "grouped_tables: table_tail and order must be lists");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(edits);
+    if (PyList_GET_SIZE(table_head) != n || PyList_GET_SIZE(table_tail) != n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "grouped_tables: edits, table_head and table_tail differ in length");
+        return NULL;
+    }
+    Py_ssize_t *head_of = PyMem_New(Py_ssize_t, n > 0 ? n : 1);
+    Py_ssize_t *placed = PyMem_New(Py_ssize_t, n > 0 ? n : 1);
+    Py_ssize_t *start = NULL, *rank = NULL, heads = 0;
+    PyObject *head_tables = NULL, *tails = NULL, *table_tails = NULL, *truncated = NULL;
+    PyObject *table_rows = NULL, *result = NULL;
+    if (head_of == NULL || placed == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *h = PyList_GET_ITEM(table_head, i);
+        Py_ssize_t v = PyLong_CheckExact(h) ? PyLong_AsSsize_t(h) : -1;
+        if (v < 0) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "grouped_tables: folder index %R out of range", h);
+            }
+            goto done;
+        }
+        head_of[i] = v;
+        if (v >= heads) {
+            heads = v + 1;
+        }
+    }
+    if (order != Py_None) {
+        Py_ssize_t m = PyList_GET_SIZE(order);
+        if (heads > m) {
+            PyErr_Format(PyExc_ValueError, "grouped_tables: folder index %zd out of range", heads - 1);
+            goto done;
+        }
+        heads = m;
+    }
+    rank = PyMem_New(Py_ssize_t, heads > 0 ? heads : 1);
+    start = PyMem_New(Py_ssize_t, heads + 1);
+    if (rank == NULL || start == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t h = 0; h < heads; h++) {
+        rank[h] = -1;
+    }
+    for (Py_ssize_t r = 0; r < heads; r++) {
+        Py_ssize_t h = r;
+        if (order != Py_None) {
+            PyObject *item = PyList_GET_ITEM(order, r);
+            h = PyLong_CheckExact(item) ? PyLong_AsSsize_t(item) : -1;
+            if (h == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+            }
+            if (h < 0 || h >= heads || rank[h] >= 0) {
+                PyErr_SetString(PyExc_ValueError,
+                                "grouped_tables: order must hold each folder's index once");
+                goto done;
+            }
+        }
+        rank[h] = r;
+    }
+    /* counting placement: per rank its tables, in their order */
+    for (Py_ssize_t r = 0; r <= heads; r++) {
+        start[r] = 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        start[rank[head_of[i]] + 1]++;
+    }
+    head_tables = PyList_New(heads);
+    if (head_tables == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < heads; r++) {
+        PyObject *count = PyLong_FromSsize_t(start[r + 1]);
+        if (count == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(head_tables, r, count);
+        start[r + 1] += start[r];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        placed[start[rank[head_of[i]]]++] = i;
+    }
+    tails = PyDict_New();
+    table_tails = PyList_New(n);
+    truncated = PyList_New(0);
+    table_rows = PyList_New(n);
+    if (tails == NULL || table_tails == NULL || truncated == NULL || table_rows == NULL) {
+        goto done;
+    }
+    PyObject *last_tail = NULL, *last_id = NULL; /* borrowed */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = placed[k];
+        PyObject *change = PyList_GET_ITEM(edits, i), *tail = PyList_GET_ITEM(table_tail, i);
+        if (tail != last_tail) {
+            PyObject *id = PyDict_GetItemWithError(tails, tail);
+            if (id == NULL) {
+                if (PyErr_Occurred()) {
+                    goto done;
+                }
+                PyObject *fresh = PyLong_FromSsize_t(PyDict_GET_SIZE(tails));
+                if (fresh == NULL || PyDict_SetItem(tails, tail, fresh) < 0) {
+                    Py_XDECREF(fresh);
+                    goto done;
+                }
+                Py_DECREF(fresh);
+                id = fresh; /* held by the dict */
+            }
+            last_tail = tail;
+            last_id = id;
+        }
+        PyList_SET_ITEM(table_tails, k, Py_NewRef(last_id));
+        PyObject *rows = PyObject_GetAttr(change, str_rows);
+        if (rows == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(table_rows, k, rows);
+        if (!full) {
+            PyObject *flag = PyObject_GetAttr(change, str_truncated);
+            int is_truncated = flag == NULL ? -1 : PyObject_IsTrue(flag);
+            Py_XDECREF(flag);
+            if (is_truncated < 0) {
+                goto done;
+            }
+            if (is_truncated) {
+                PyObject *at = PyLong_FromSsize_t(k);
+                if (at == NULL || PyList_Append(truncated, at) < 0) {
+                    Py_XDECREF(at);
+                    goto done;
+                }
+                Py_DECREF(at);
+            }
+        }
+    }
+    result = PyTuple_Pack(5, head_tables, tails, table_tails, truncated, table_rows);
+done:
+    PyMem_Free(head_of);
+    PyMem_Free(placed);
+    PyMem_Free(rank);
+    PyMem_Free(start);
+    Py_XDECREF(head_tables);
+    Py_XDECREF(tails);
+    Py_XDECREF(table_tails);
+    Py_XDECREF(truncated);
+    Py_XDECREF(table_rows);
+    return result;
+}
+
 /* -- freed object arenas kept for reuse -------------------------------------------------
 
    The interpreter's small objects live in arenas (1 MiB each on 64-bit builds) that it
@@ -3263,6 +3558,14 @@ core_arena_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef core_functions[] = {
+    {"table_heads", core_table_heads, METH_O,
+     "table_heads($module, names, /)\n--\n\n"
+     "Each table name's folder and last component: see "
+     "objectspace.collections._pycore.table_heads."},
+    {"grouped_tables", (PyCFunction)(void (*)(void))core_grouped_tables, METH_FASTCALL,
+     "grouped_tables($module, edits, table_head, table_tail, order, full, /)\n--\n\n"
+     "The tables grouped by folder in order: see "
+     "objectspace.collections._pycore.grouped_tables."},
     {"keep_arenas", core_keep_arenas, METH_O,
      "keep_arenas($module, limit, /)\n--\n\n"
      "Keep up to `limit` freed object arenas for reuse: see "

@@ -25,6 +25,7 @@ __all__ = [
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
+    "grouped_tables",
     "keep_arenas",
     "key_encoder",
     "numbered_folders",
@@ -33,6 +34,7 @@ __all__ = [
     "sorted_between",
     "sorted_insert",
     "sorted_remove",
+    "table_heads",
     "untrack",
     "untracked_set",
     "utc_from_ms",
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
         emit_rows,
         emit_set_rows,
         emit_sorted_rows,
+        grouped_tables,
         keep_arenas,
         key_encoder,
         numbered_folders,
@@ -79,6 +82,7 @@ if TYPE_CHECKING:
         sorted_between,
         sorted_insert,
         sorted_remove,
+        table_heads,
         untrack,
         untracked_set,
         utc_from_ms,
@@ -104,6 +108,8 @@ else:
     sorted_between = _module.sorted_between
     sorted_insert = _module.sorted_insert
     sorted_remove = _module.sorted_remove
+    table_heads = _module.table_heads
+    grouped_tables = _module.grouped_tables
     if IMPLEMENTATION == "c":
 
         def utc_from_ms(fallback):

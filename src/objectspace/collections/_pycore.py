@@ -42,6 +42,7 @@ __all__ = [
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
+    "grouped_tables",
     "keep_arenas",
     "key_encoder",
     "numbered_folders",
@@ -50,6 +51,7 @@ __all__ = [
     "sorted_between",
     "sorted_insert",
     "sorted_remove",
+    "table_heads",
     "untrack",
     "untracked_set",
     "utc_from_ms",
@@ -512,6 +514,78 @@ def rows_from_columns(names: tuple[str, ...], columns: list[list[Any]], /) -> li
     if len({len(column) for column in columns}) > 1:
         raise ValueError("rows_from_columns: columns of unequal lengths")
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def table_heads(names: list[str], /) -> tuple[list[str], list[int], list[str]]:
+    """Each table name's folder and last component (``str.rpartition("/")``): the folders
+    each once, in first-seen order, each table's index into them, and each table's last
+    component (equal ones as one object). (The first step of a block's table order, see
+    :func:`objectspace.storage.blocks.encode._ordered_tables`.)"""
+    if not isinstance(names, list):
+        raise TypeError("table_heads: names must be a list")
+    heads: list[str] = []
+    index: dict[str, int] = {}
+    table_head: list[int] = []
+    table_tail: list[str] = []
+    tails: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"table_heads: a table name must be a str, not {type(name).__name__}")
+        head, _, tail = name.rpartition("/")
+        h = index.get(head)
+        if h is None:
+            h = index[head] = len(heads)
+            heads.append(head)
+        table_head.append(h)
+        table_tail.append(tails.setdefault(tail, tail))
+    return heads, table_head, table_tail
+
+
+def grouped_tables(
+    edits: list[Any],
+    table_head: list[int],
+    table_tail: list[str],
+    order: list[int] | None,
+    full: bool,
+    /,
+) -> tuple[list[int], dict[str, int], list[int], list[int], list[dict[bytes, Any]]]:
+    """The tables (``edits``: each a ``TableChanges``, ``table_head`` and ``table_tail``
+    from :func:`table_heads`) grouped by folder, the folders in ``order`` (indices into
+    the folders, each once; ``None``: first-seen), each folder's tables as they came: per
+    folder its number of tables, the last components by first use (name -> id), each
+    table's component id, the indices of the truncated tables (none when ``full``) and
+    each table's rows."""
+    if not isinstance(edits, list) or not isinstance(table_head, list):
+        raise TypeError("grouped_tables: edits and table_head must be lists")
+    if not isinstance(table_tail, list) or (order is not None and not isinstance(order, list)):
+        raise TypeError("grouped_tables: table_tail and order must be lists")
+    if len(edits) != len(table_head) or len(edits) != len(table_tail):
+        raise ValueError("grouped_tables: edits, table_head and table_tail differ in length")
+    heads = max(table_head, default=-1) + 1 if order is None else len(order)
+    members: list[list[int]] = [[] for _ in range(heads)]
+    for i, h in enumerate(table_head):
+        if type(h) is not int or not 0 <= h < heads:
+            raise ValueError(f"grouped_tables: folder index {h!r} out of range")
+        members[h].append(i)
+    if order is None:
+        order = list(range(heads))
+    elif sorted(order) != list(range(heads)) or any(type(h) is not int for h in order):
+        raise ValueError("grouped_tables: order must hold each folder's index once")
+    head_tables: list[int] = []
+    tails: dict[str, int] = {}
+    table_tails: list[int] = []
+    truncated: list[int] = []
+    table_rows: list[dict[bytes, Any]] = []
+    for h in order:
+        group = members[h]
+        head_tables.append(len(group))
+        for i in group:
+            change = edits[i]
+            if not full and change.truncated:
+                truncated.append(len(table_rows))
+            table_tails.append(tails.setdefault(table_tail[i], len(tails)))
+            table_rows.append(change.rows)
+    return head_tables, tails, table_tails, truncated, table_rows
 
 
 _arena_limit = -1  # keep_arenas' limit (-1: never set), as the C extension reports it

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import objectspace as osp
+from objectspace.collections import table_heads
 from objectspace.storage import blocks
 from objectspace.storage.blocks import columns, compression, decode, names
 from objectspace.storage.contract import WriteInfo, materialize
@@ -275,7 +276,7 @@ def test_table_names_split_into_folder_and_last_component() -> None:
     changes = {f"state/item/{i}/items": TableChanges(rows={b"\x01": b"x" * 9}) for i in range(6)}
     changes["a/b/c/d"] = TableChanges(rows={b"1": b"y"})
     changes["top"] = TableChanges(rows={b"1": b"y"})
-    assert names._splits(changes) == [
+    assert _splits(changes) == [
         *[(f"state/item/{i}", "items") for i in range(6)],
         ("a/b/c", "d"),
         ("", "top"),
@@ -318,7 +319,7 @@ def test_names_split_and_matched_in_c_level_passes_are_those_of_one_name_at_a_ti
         for tail in ("items", "metadata")
     }
     cached = blocks.encode_block(changes, False, compact=True)
-    split = names._splits(changes)
+    split = _splits(changes)
     assert split == [(n.rpartition("/")[0], n.rpartition("/")[2]) for n in changes]
     assert sorted(blocks.decode_block(cached[0], "b")[1]) == sorted(
         (name, key, value) for name, change in changes.items() for key, value in change.rows.items()
@@ -327,6 +328,12 @@ def test_names_split_and_matched_in_c_level_passes_are_those_of_one_name_at_a_ti
     assert templates == _templates_by_definition(folders)
     assert blocks.encode_block(changes, False, compact=True) == cached
     assert blocks.encode_block(changes, False) == blocks.encode_block(changes, False)
+
+
+def _splits(changes: dict[str, TableChanges]) -> list[tuple[str, str]]:
+    """Each table name's (folder, last component), as ``table_heads`` gives them."""
+    heads, table_head, table_tail = table_heads(list(changes))
+    return [(heads[h], tail) for h, tail in zip(table_head, table_tail, strict=True)]
 
 
 def _templates_by_definition(folders: list[str]) -> Any:

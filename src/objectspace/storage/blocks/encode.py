@@ -6,14 +6,14 @@ decodes only the chunks a range of rows can be in).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 import xxhash
 
-from objectspace.collections import row_columns
+from objectspace.collections import grouped_tables, row_columns, table_heads
 from objectspace.storage.blocks.columns import _deltas, _plane_group
 from objectspace.storage.blocks.compression import Dictionary, _compress
 from objectspace.storage.blocks.framing import (
@@ -27,7 +27,7 @@ from objectspace.storage.blocks.framing import (
     _dict_ref,
     _sealed,
 )
-from objectspace.storage.blocks.names import _FIRST, _name_templates, _splits
+from objectspace.storage.blocks.names import _name_templates
 from objectspace.tables import DELETED, TableChanges
 
 __all__ = ["CHUNK_ROWS", "encode_block"]
@@ -172,56 +172,24 @@ def _ordered_tables(
 ) -> _Tables:
     """The tables of ``changes`` grouped by folder: folders in id order when they are
     interned (``head_ids``: their ids delta-encode), else with ``compact`` templated
-    folders by number (:func:`_name_templates`), else as they come."""
-    tails: dict[str, int] = {}
-    tail_id = tails.setdefault
-    split = _splits(changes)
-    folders: list[str] = list(map(_FIRST, split))
-    truncated: list[int]
+    folders by number (:func:`_name_templates`), else as they come; each folder's tables
+    as they come. Two C passes (or their pure-Python twins): the names' folders
+    (:func:`~objectspace.collections.table_heads`), then the tables placed by folder
+    (:func:`~objectspace.collections.grouped_tables`)."""
+    heads, table_head, table_tail = table_heads(list(changes))
+    order: list[int] | None = None
     named: tuple[list[int], list[str], list[list[Any]]] | None = None
-    if len(set(folders)) == len(folders):  # a folder per table (one object each): no grouping
-        order: Sequence[int] = range(len(folders))
-        if head_ids is not None:  # interned folders in id order: their ids delta-encode
-            order = sorted(order, key=list(map(head_ids.__getitem__, folders)).__getitem__)
-        elif compact:
-            named = _name_templates(folders)
-            if named is not None:
-                order = named[0]
-        edits = list(changes.values())
-        ordered = [edits[i] for i in order]
-        heads: list[Any] = [folders[i] for i in order]
-        head_tables = [1] * len(heads)
-        table_tails = [tail_id(split[i][1], len(tails)) for i in order]
-        truncated = [] if full else [i for i, c in enumerate(ordered) if c.truncated]
-        table_rows: list[dict[bytes, Any]] = [c.rows for c in ordered]
-        return _Tables(heads, head_tables, tails, table_tails, truncated, table_rows, named)
-    by_head: dict[str, list[tuple[str, TableChanges]]] = {}
-    for (head, tail), change in zip(split, changes.values(), strict=True):
-        group = by_head.get(head)
-        if group is None:
-            by_head[head] = [(tail, change)]
-        else:
-            group.append((tail, change))
     if head_ids is not None:  # interned folders in id order: their ids delta-encode
-        by_head = {h: by_head[h] for h in sorted(by_head, key=head_ids.__getitem__)}
+        order = sorted(range(len(heads)), key=list(map(head_ids.__getitem__, heads)).__getitem__)
     elif compact:
-        grouped = list(by_head)
-        named = _name_templates(grouped)
+        named = _name_templates(heads)
         if named is not None:
-            by_head = {grouped[i]: by_head[grouped[i]] for i in named[0]}
-    heads = list(by_head)
-    head_tables = list(map(len, by_head.values()))
-    table_tails = []
-    truncated = []
-    table_rows = []
-    index = 0
-    for group in by_head.values():
-        for tail, change in group:
-            table_tails.append(tail_id(tail, len(tails)))
-            if change.truncated and not full:
-                truncated.append(index)
-            index += 1
-            table_rows.append(change.rows)
+            order = named[0]
+    head_tables, tails, table_tails, truncated, table_rows = grouped_tables(
+        list(changes.values()), table_head, table_tail, order, full
+    )
+    if order is not None:
+        heads = list(map(heads.__getitem__, order))
     return _Tables(heads, head_tables, tails, table_tails, truncated, table_rows, named)
 
 

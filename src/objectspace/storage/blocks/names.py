@@ -5,15 +5,15 @@ names made safe as one path component.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import accumulate, compress, repeat
+from collections.abc import Mapping, Sequence
+from itertools import accumulate, compress
 from operator import itemgetter, not_
 from typing import Any, cast
 from urllib.parse import quote
 
 import xxhash
 
-from objectspace.collections import numbered_folders
+from objectspace.collections import numbered_folders, table_heads
 from objectspace.storage.blocks.columns import _deltas, _read_uvarints, _uvarints
 from objectspace.tables import TableChanges
 
@@ -36,15 +36,7 @@ def path_component(name: str) -> str:
 
 def block_heads(changes: Mapping[str, TableChanges]) -> list[str]:
     """The table folders of a block (each once, in first-seen order)."""
-    return list(dict.fromkeys(map(_FIRST, _splits(changes))))
-
-
-def _splits(names: Iterable[str]) -> list[tuple[str, str]]:
-    """Each table name's (folder, last component), in C-level passes. (Not cached: a save
-    names the tables of the objects it touches, which at scale are mostly others than the
-    last save's, and a cache of them only churns.)"""
-    parts = list(map(str.rpartition, names, repeat("/")))
-    return list(zip(map(_FIRST, parts), map(_THIRD, parts), strict=True))
+    return table_heads(list(changes))[0]
 
 
 _PLAIN: tuple[()] = ()  # a folder that is not numbered
