@@ -21,6 +21,7 @@ import os
 import sqlite3
 import threading
 import zlib
+from itertools import filterfalse
 from typing import Any
 
 from objectspace.errors import CorruptStateError, StorageError
@@ -316,7 +317,9 @@ class _SQLiteWriter(StateWriter):
         written = 0
         puts = deletes = 0
         stored: list[str] = []  # tables this commit puts rows into
-        for name, change in changes.items():
+        renewed: list[str] = []  # of those, the truncated ones (stored anew)
+        truncated = 0
+        for name, change in changes.items():  # one pass: a large save's tables are cold
             before = puts
             for key, value in change.rows.items():
                 if value is DELETED:
@@ -324,11 +327,15 @@ class _SQLiteWriter(StateWriter):
                 else:
                     puts += 1
                     written += len(value) + len(key)  # type: ignore[arg-type]
+            if change.truncated:
+                truncated += 1
+                if puts > before:
+                    renewed.append(name)
             if puts > before:
                 stored.append(name)
         stats.items_written = puts
         stats.items_deleted = 0 if full else deletes
-        stats.tables_deleted = sum(1 for c in changes.values() if c.truncated)
+        stats.tables_deleted = truncated
         with store._lock:
             conn = store.connection
             try:
@@ -367,8 +374,10 @@ class _SQLiteWriter(StateWriter):
                 # whether or not this commit compacts.
                 if self.kind is CheckpointKind.FULL:
                     new_names = set(stored)
-                else:
-                    new_names = {n for n in stored if changes[n].truncated or n not in names}
+                else:  # truncated, or not stored before (mostly none: one C pass says so)
+                    new_names = set(renewed)
+                    if not names.issuperset(stored):
+                        new_names.update(filterfalse(names.__contains__, stored))
                 written += sum(len(n.encode("utf-8")) + ROW_OVERHEAD for n in new_names)
                 written += ROW_OVERHEAD * puts
                 if block:
