@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NoReturn, TypeVar
 
-from objectspace.collections import arena_stats, keep_arenas, key_encoder
+from objectspace.collections import key_encoder
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import Emitter, Page, PersistedObject
 from objectspace.collections.dict import PersistedDict
@@ -44,27 +44,9 @@ from objectspace.tables import (
     WriteStats,
 )
 
-__all__ = ["ARENAS_KEPT", "INDEX_TABLE", "ObjectSpace", "gc_paused"]
+__all__ = ["INDEX_TABLE", "ObjectSpace", "gc_paused"]
 
 INDEX_TABLE = "state/index"
-
-# A process that saves state keeps up to ARENAS_KEPT of the interpreter's freed 1 MiB object
-# arenas for reuse (objectspace.collections.keep_arenas), set at its first save unless
-# keep_arenas was called before. A save makes its temporaries (pages, rows, encoded bytes)
-# in bulk and frees them in bulk: at 100,000 objects about 85 arenas a save, which the
-# interpreter would return to the OS and map again, zero-filled, a page fault per 4 KiB, at
-# the next save. Only arenas that were in use are kept: the process maps no more than at
-# its peak, and holds up to ARENAS_KEPT MiB more than it would between saves.
-ARENAS_KEPT = 128
-_arenas_set = False
-
-
-def _keep_arenas() -> None:
-    global _arenas_set
-    _arenas_set = True
-    if arena_stats()[2] < 0:
-        keep_arenas(ARENAS_KEPT)
-
 
 _T = TypeVar("_T", bound=PersistedObject)
 
@@ -319,8 +301,6 @@ class ObjectSpace:
         cannot encode raises :class:`~objectspace.SerializationError` naming the object,
         and leaves the writer, the store and the space's edit pages as they were.
         """
-        if not _arenas_set:
-            _keep_arenas()
         full = writer.kind is CheckpointKind.FULL
         codec = self._serializer
         encode_key = codec.raw_encode_key

@@ -7,9 +7,7 @@ twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
 from __future__ import annotations
 
 from objectspace.collections._impl import (
-    arena_stats,
     grouped_tables,
-    keep_arenas,
     key_encoder,
     numbered_folders,
     row_columns,
@@ -44,9 +42,7 @@ __all__ = [
     "PersistedSortedSet",
     "PersistedStack",
     "PersistedValue",
-    "arena_stats",
     "grouped_tables",
-    "keep_arenas",
     "key_encoder",
     "numbered_folders",
     "row_columns",

@@ -3483,80 +3483,6 @@ done:
     return result;
 }
 
-/* -- freed object arenas kept for reuse -------------------------------------------------
-
-   The interpreter's small objects live in arenas (1 MiB each on 64-bit builds) that it
-   maps from the OS and unmaps once empty. A save allocates its temporaries (pages, rows,
-   encoded bytes) in bulk and frees them in bulk: at 100,000 objects about 85 arenas a save
-   go back to the OS and come back zero-filled, a page fault per 4 KiB, at the next one.
-   keep_arenas(limit) wraps the interpreter's arena allocator so that up to `limit` freed
-   arenas are kept and handed out again before any new one is mapped. Only arenas that were
-   in use are kept, so the process never maps more than it would have at its peak. All
-   calls happen with the GIL held (the arena allocator's own rule). */
-
-#define ARENA_BYTES ((size_t)1 << 20) /* CPython's ARENA_SIZE on 64-bit builds (3.10+) */
-#define ARENAS_MAX 4096
-
-static PyObjectArenaAllocator arena_base;
-static void *arenas_kept[ARENAS_MAX];
-static Py_ssize_t arenas_kept_count = 0;
-static Py_ssize_t arenas_limit = -1; /* -1: never set (the allocator is not wrapped) */
-static Py_ssize_t arenas_reused = 0;
-
-static void *
-arena_alloc(void *ctx, size_t size)
-{
-    if (size == ARENA_BYTES && arenas_kept_count > 0) {
-        arenas_reused++;
-        return arenas_kept[--arenas_kept_count];
-    }
-    return arena_base.alloc(arena_base.ctx, size);
-}
-
-static void
-arena_free(void *ctx, void *ptr, size_t size)
-{
-    if (size == ARENA_BYTES && arenas_kept_count < arenas_limit) {
-        arenas_kept[arenas_kept_count++] = ptr;
-        return;
-    }
-    arena_base.free(arena_base.ctx, ptr, size);
-}
-
-static PyObject *
-core_keep_arenas(PyObject *module, PyObject *arg)
-{
-    Py_ssize_t limit = PyLong_AsSsize_t(arg), previous = arenas_limit;
-    if (limit == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (limit < 0) {
-        PyErr_SetString(PyExc_ValueError, "keep_arenas: the limit must be >= 0");
-        return NULL;
-    }
-#ifndef Py_GIL_DISABLED
-    if (limit > ARENAS_MAX) {
-        limit = ARENAS_MAX;
-    }
-    if (arenas_limit < 0) {
-        PyObjectArenaAllocator wrapped = {NULL, arena_alloc, arena_free};
-        PyObject_GetArenaAllocator(&arena_base);
-        PyObject_SetArenaAllocator(&wrapped);
-    }
-    arenas_limit = limit;
-    while (arenas_kept_count > limit) {
-        arena_base.free(arena_base.ctx, arenas_kept[--arenas_kept_count], ARENA_BYTES);
-    }
-#endif
-    return PyLong_FromSsize_t(previous < 0 ? 0 : previous);
-}
-
-static PyObject *
-core_arena_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
-{
-    return Py_BuildValue("(nnn)", arenas_kept_count, arenas_reused, arenas_limit);
-}
-
 static PyMethodDef core_functions[] = {
     {"table_heads", core_table_heads, METH_O,
      "table_heads($module, names, /)\n--\n\n"
@@ -3566,14 +3492,6 @@ static PyMethodDef core_functions[] = {
      "grouped_tables($module, edits, table_head, table_tail, order, full, /)\n--\n\n"
      "The tables grouped by folder in order: see "
      "objectspace.collections._pycore.grouped_tables."},
-    {"keep_arenas", core_keep_arenas, METH_O,
-     "keep_arenas($module, limit, /)\n--\n\n"
-     "Keep up to `limit` freed object arenas for reuse: see "
-     "objectspace.collections._pycore.keep_arenas."},
-    {"arena_stats", core_arena_stats, METH_NOARGS,
-     "arena_stats($module, /)\n--\n\n"
-     "(arenas kept now, arenas reused, the limit or -1): see "
-     "objectspace.collections._pycore.arena_stats."},
     {"untracked_set", core_untracked_set, METH_NOARGS,
      "untracked_set($module, /)\n--\n\n"
      "A new empty set the cyclic collector does not track (for an object's dirty slots)."},

@@ -21,12 +21,10 @@ __all__ = [
     "QueueBase",
     "StackBase",
     "ValueBase",
-    "arena_stats",
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
     "grouped_tables",
-    "keep_arenas",
     "key_encoder",
     "numbered_folders",
     "row_columns",
@@ -69,12 +67,10 @@ if TYPE_CHECKING:
         QueueBase,
         StackBase,
         ValueBase,
-        arena_stats,
         emit_rows,
         emit_set_rows,
         emit_sorted_rows,
         grouped_tables,
-        keep_arenas,
         key_encoder,
         numbered_folders,
         row_columns,
@@ -96,8 +92,6 @@ else:
     ListBase = _module.ListBase
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
-    arena_stats = _module.arena_stats
-    keep_arenas = _module.keep_arenas
     emit_rows = _module.emit_rows
     emit_set_rows = _module.emit_set_rows
     emit_sorted_rows = _module.emit_sorted_rows

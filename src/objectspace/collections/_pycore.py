@@ -38,12 +38,10 @@ __all__ = [
     "QueueBase",
     "StackBase",
     "ValueBase",
-    "arena_stats",
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
     "grouped_tables",
-    "keep_arenas",
     "key_encoder",
     "numbered_folders",
     "row_columns",
@@ -586,32 +584,6 @@ def grouped_tables(
             table_tails.append(tails.setdefault(table_tail[i], len(tails)))
             table_rows.append(change.rows)
     return head_tables, tails, table_tails, truncated, table_rows
-
-
-_arena_limit = -1  # keep_arenas' limit (-1: never set), as the C extension reports it
-
-
-def keep_arenas(limit: int, /) -> int:
-    """Keep up to ``limit`` of the interpreter's freed object arenas (1 MiB each) for reuse
-    instead of returning them to the OS, and return the previous limit (0 when never set).
-    ``0`` returns the kept ones now. The C extension's does this by wrapping the
-    interpreter's arena allocator (``PyObject_SetArenaAllocator``): a save frees and makes
-    its temporaries in bulk, and each arena mapped again costs a page fault per 4 KiB. Only
-    arenas that were in use are kept, so the process maps no more than at its peak. This
-    twin records the limit and keeps nothing."""
-    global _arena_limit
-    if not isinstance(limit, int):
-        raise TypeError("keep_arenas: the limit must be an int")
-    if limit < 0:
-        raise ValueError("keep_arenas: the limit must be >= 0")
-    previous, _arena_limit = _arena_limit, min(limit, 4096)
-    return max(previous, 0)
-
-
-def arena_stats() -> tuple[int, int, int]:
-    """``(arenas kept now, arenas handed out again since the first keep_arenas, the limit)``,
-    the limit ``-1`` before the first :func:`keep_arenas` (this twin keeps none)."""
-    return (0, 0, _arena_limit)
 
 
 def value_setup(pages: tuple[tuple[Any, ...], ...], table_changes: type, /) -> None:
