@@ -90,6 +90,12 @@ def test_bad_arguments_raise(twins: Any) -> None:
         grouped_tables(edits, [0, -1], ["x", "y"], None, False)
     with pytest.raises(ValueError, match="out of range"):
         grouped_tables(edits, [0, 2], ["x", "y"], [1, 0], False)
+    with pytest.raises(ValueError, match="out of range"):
+        grouped_tables(edits, [0, 1], ["x", "y"], [], False)
+    with pytest.raises(ValueError, match="out of range"):
+        grouped_tables(edits, [0, "1"], ["x", "y"], None, False)
+    with pytest.raises(ValueError, match="out of range"):
+        grouped_tables(edits, [0, True], ["x", "y"], None, False)
     with pytest.raises(ValueError, match="each folder's index once"):
         grouped_tables(edits, [0, 1], ["x", "y"], [1, 1], False)
     with pytest.raises(TypeError):

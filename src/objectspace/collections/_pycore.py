@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
-from itertools import chain
+from itertools import chain, compress, count, repeat
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 # copyreg's reconstructor for protocol-2 style pickles (not in its type stubs).
 _NEWOBJ: Any = copyreg.__newobj__  # type: ignore[attr-defined]
+_FIRST = operator.itemgetter(0)
+_THIRD = operator.itemgetter(2)
+_ROWS = operator.attrgetter("rows")
+_TRUNCATED = operator.attrgetter("truncated")
 _D = TypeVar("_D")  # what utc_from_ms's fallback returns
 
 __all__ = [
@@ -518,25 +522,22 @@ def table_heads(names: list[str], /) -> tuple[list[str], list[int], list[str]]:
     """Each table name's folder and last component (``str.rpartition("/")``): the folders
     each once, in first-seen order, each table's index into them, and each table's last
     component (equal ones as one object). (The first step of a block's table order, see
-    :func:`objectspace.storage.blocks.encode._ordered_tables`.)"""
+    :func:`objectspace.storage.blocks.encode._ordered_tables`.) In C-level passes."""
     if not isinstance(names, list):
         raise TypeError("table_heads: names must be a list")
-    heads: list[str] = []
-    index: dict[str, int] = {}
-    table_head: list[int] = []
-    table_tail: list[str] = []
+    for kind in set(map(type, names)):
+        if not issubclass(kind, str):
+            raise TypeError(f"table_heads: a table name must be a str, not {kind.__name__}")
+    parts = list(map(str.rpartition, names, repeat("/")))
+    folders = list(map(_FIRST, parts))
+    heads = list(dict.fromkeys(folders))
+    if len(heads) == len(folders):  # a folder per table
+        table_head = list(range(len(heads)))
+    else:
+        table_head = list(map({head: i for i, head in enumerate(heads)}.__getitem__, folders))
     tails: dict[str, str] = {}
-    for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"table_heads: a table name must be a str, not {type(name).__name__}")
-        head, _, tail = name.rpartition("/")
-        h = index.get(head)
-        if h is None:
-            h = index[head] = len(heads)
-            heads.append(head)
-        table_head.append(h)
-        table_tail.append(tails.setdefault(tail, tail))
-    return heads, table_head, table_tail
+    last = list(map(_THIRD, parts))
+    return heads, table_head, list(map(tails.setdefault, last, last))
 
 
 def grouped_tables(
@@ -559,31 +560,30 @@ def grouped_tables(
         raise TypeError("grouped_tables: table_tail and order must be lists")
     if len(edits) != len(table_head) or len(edits) != len(table_tail):
         raise ValueError("grouped_tables: edits, table_head and table_tail differ in length")
+    if set(map(type, table_head)) - {int} or (table_head and min(table_head) < 0):
+        bad = next(h for h in table_head if type(h) is not int or h < 0)
+        raise ValueError(f"grouped_tables: folder index {bad!r} out of range")
     heads = max(table_head, default=-1) + 1 if order is None else len(order)
-    members: list[list[int]] = [[] for _ in range(heads)]
-    for i, h in enumerate(table_head):
-        if type(h) is not int or not 0 <= h < heads:
-            raise ValueError(f"grouped_tables: folder index {h!r} out of range")
-        members[h].append(i)
-    if order is None:
-        order = list(range(heads))
-    elif sorted(order) != list(range(heads)) or any(type(h) is not int for h in order):
+    if table_head and max(table_head) >= heads:
+        raise ValueError(f"grouped_tables: folder index {max(table_head)!r} out of range")
+    if order is not None and (set(map(type, order)) - {int} or sorted(order) != list(range(heads))):
         raise ValueError("grouped_tables: order must hold each folder's index once")
-    head_tables: list[int] = []
-    tails: dict[str, int] = {}
-    table_tails: list[int] = []
-    truncated: list[int] = []
-    table_rows: list[dict[bytes, Any]] = []
-    for h in order:
-        group = members[h]
-        head_tables.append(len(group))
-        for i in group:
-            change = edits[i]
-            if not full and change.truncated:
-                truncated.append(len(table_rows))
-            table_tails.append(tails.setdefault(table_tail[i], len(tails)))
-            table_rows.append(change.rows)
-    return head_tables, tails, table_tails, truncated, table_rows
+    if table_head == list(range(heads)):  # a folder per table: the tables in its order
+        placed = list(range(heads)) if order is None else list(order)
+        head_tables = [1] * heads
+    else:
+        members: list[list[int]] = [[] for _ in range(heads)]
+        for i, h in enumerate(table_head):
+            members[h].append(i)
+        ranked = members if order is None else list(map(members.__getitem__, order))
+        head_tables = list(map(len, ranked))
+        placed = list(chain.from_iterable(ranked))
+    ordered = list(map(edits.__getitem__, placed))
+    last = list(map(table_tail.__getitem__, placed))
+    tails = {tail: i for i, tail in enumerate(dict.fromkeys(last))}  # ids by first use
+    table_tails = list(map(tails.__getitem__, last))
+    truncated = [] if full else list(compress(count(), map(_TRUNCATED, ordered)))
+    return head_tables, tails, table_tails, truncated, list(map(_ROWS, ordered))
 
 
 def value_setup(pages: tuple[tuple[Any, ...], ...], table_changes: type, /) -> None:
