@@ -563,9 +563,10 @@ def grouped_tables(
     if set(map(type, table_head)) - {int} or (table_head and min(table_head) < 0):
         bad = next(h for h in table_head if type(h) is not int or h < 0)
         raise ValueError(f"grouped_tables: folder index {bad!r} out of range")
-    heads = max(table_head, default=-1) + 1 if order is None else len(order)
-    if table_head and max(table_head) >= heads:
-        raise ValueError(f"grouped_tables: folder index {max(table_head)!r} out of range")
+    top = max(table_head, default=-1)
+    heads = top + 1 if order is None else len(order)
+    if top >= heads:
+        raise ValueError(f"grouped_tables: folder index {top!r} out of range")
     if order is not None and (set(map(type, order)) - {int} or sorted(order) != list(range(heads))):
         raise ValueError("grouped_tables: order must hold each folder's index once")
     if table_head == list(range(heads)):  # a folder per table: the tables in its order

@@ -21,7 +21,6 @@ __all__ = ["block_heads", "path_component"]
 
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
-_THIRD = itemgetter(2)
 
 
 def path_component(name: str) -> str:
