@@ -281,6 +281,8 @@ class ObjectSpace:
                 rows += _entries(obj) + 2
             else:
                 rows += len(page.slots) + len(page.links) + page.meta + page.cleared
+                if page.from_ < page.length:  # a list's slots from one on (appended, shifted)
+                    rows += page.length - page.from_
         return rows
 
     def whole_rows(self, stop: int) -> int:

@@ -34,6 +34,7 @@ from objectspace.collections import (
     _impl,
     _pycore,
 )
+from objectspace.collections.base import INF
 from objectspace.errors import ObjectDeletedError
 from objectspace.tables import CheckpointKind
 
@@ -61,7 +62,7 @@ FIELDS = {
 KIND_FIELDS = {
     PersistedValue: {"_value"},
     PersistedArray: {"_data"},
-    PersistedList: {"_data", "_from", "_head", "_stored_head", "_stored_len"},
+    PersistedList: {"_data", "_from", "_head", "_length_row", "_stored_head", "_stored_len"},
     PersistedQueue: {"_data", "_head"},
     PersistedStack: {"_data"},
 }
@@ -295,7 +296,9 @@ def test_list_append_len_getitem() -> None:
     lst.append("x")
     lst.append("y")
     assert len(lst) == 4 and lst[-1] == "y" and lst[2] == "x" and lst[1:] == [1, "x", "y"]
-    assert lst._dirty == {2, 3} and lst._meta and lst._registered
+    # Appends lower _from (the first slot written whole) instead of filling a set.
+    assert lst._from == 2 and lst._dirty is None and lst._meta and lst._registered
+    assert type(lst._from) is int
     assert lst[True] == 1
     for index in (4, -5, 2**70):
         with pytest.raises(IndexError):
@@ -455,9 +458,11 @@ def test_flag_fields_behave_like_bool_slots() -> None:
 
 def test_a_clean_object_holds_no_dirty_set_and_no_table_names() -> None:
     space, objs = _space_of_five()
-    # new objects are written whole: only the edits after creation made a set
-    assert all(objs[k]._dirty for k in "lqs")
-    assert objs["a"]._dirty is None and objs["v"]._dirty is None
+    # new objects are written whole: only the edits after creation made a set (a list's
+    # appends move its _from instead)
+    assert all(objs[k]._dirty for k in "qs")
+    assert objs["a"]._dirty is None and objs["v"]._dirty is None and objs["l"]._dirty is None
+    assert objs["l"]._from == 0
     _saved(space)
     for obj in objs.values():
         assert obj._dirty is None and not obj._registered
@@ -470,15 +475,11 @@ def test_a_clean_object_holds_no_dirty_set_and_no_table_names() -> None:
     objs["l"].append(1)
     objs["q"].enqueue(1)
     objs["s"].push(1)
-    assert objs["v"]._dirty is None
-    assert (objs["a"]._dirty, objs["l"]._dirty, objs["q"]._dirty, objs["s"]._dirty) == (
-        {4},
-        {5},
-        {5},
-        {5},
-    )
+    assert objs["v"]._dirty is None and objs["l"]._dirty is None and objs["l"]._from == 5
+    assert (objs["a"]._dirty, objs["q"]._dirty, objs["s"]._dirty) == ({4}, {5}, {5})
     _saved(space)
     assert all(obj._dirty is None for obj in objs.values())
+    assert objs["l"]._from == INF
     if _impl.IMPLEMENTATION == "c" and not PURE:
         # the header (with the GC's) and five pointers, the four bools in one int
         assert sys.getsizeof(objs["v"]) <= 80
@@ -670,7 +671,7 @@ def test_index_refcounts_are_stable() -> None:
     a[-300] = 1  # slot 700
     lst.append(1)  # slot 999
     s.pop()  # slot 999
-    keys = [next(iter(obj._dirty)) for obj in (a, lst, s)]
+    keys = [next(iter(a._dirty)), lst._from, next(iter(s._dirty))]
     assert keys == [700, 999, 999]
     counts = [sys.getrefcount(key) for key in keys]
     for _ in range(1000):
@@ -745,9 +746,10 @@ def test_dirty_slots_and_pages_are_not_tracked_by_the_cyclic_collector(tmp_path:
         space.create_value("v"),
         space.create_queue("q"),
     ]
+    objects[0].append(0.5)
     store = osp.SQLiteStore(str(tmp_path / "space.db"))
     space.checkpoint(store)
-    objects[0].append(1.5)
+    objects[0][0] = 1.5  # an assignment tracks its slot (an append moves _from)
     objects[1][("a", 1)] = [1]
     objects[2][("a", 1)] = [2]
     objects[3].add(("b", 2))

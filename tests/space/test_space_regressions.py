@@ -507,8 +507,8 @@ def test_failed_commit_then_differential_save_writes_the_unsaved_slots(store: os
     with pytest.raises(CommitFailed):
         writer.commit()
     lst.append("c")
-    # the next save carries the two unsaved appends and the new one: 3 items + length
-    assert cost(space, store) == (4, 0, 0)
+    # the next save carries the two unsaved appends and the new one: 3 items
+    assert cost(space, store) == (3, 0, 0)
     assert list(load(store).get_list("l")) == ["a", "b", "c"]
 
 
@@ -687,15 +687,18 @@ COST_CASES: list[tuple[str, Callable[..., Any], Callable[[Any], Any], tuple[int,
         lambda o: (o.__setitem__(-1, 1), o.__setitem__(99, 2)),
         (1, 0, 0),
     ),
-    # list: append → 1 item + length; pop() → 1 delete + length; assignment → 1 item
-    ("list append", _list5, lambda o: o.append(9), (2, 0, 0)),
-    ("list pop", _list5, lambda o: o.pop(), (1, 1, 0)),
+    # list (its length is its number of items): append → 1 item; pop() → 1 delete;
+    # assignment → 1 item; a value appended and popped was never stored: nothing
+    ("list append", _list5, lambda o: o.append(9), (1, 0, 0)),
+    ("list pop", _list5, lambda o: o.pop(), (0, 1, 0)),
     ("list setitem", _list5, lambda o: o.__setitem__(2, "x"), (1, 0, 0)),
-    ("list extend 3", _list5, lambda o: o.extend([7, 8, 9]), (4, 0, 0)),
-    ("list append then pop", _list5, lambda o: (o.append(9), o.pop()), (1, 1, 0)),
-    # list insert/delete in the middle: the shifted slots from there on, + length
-    ("list insert at 3", _list5, lambda o: o.insert(3, "x"), (4, 0, 0)),
-    ("list del at 3", _list5, lambda o: o.__delitem__(3), (2, 1, 0)),
+    ("list extend 3", _list5, lambda o: o.extend([7, 8, 9]), (3, 0, 0)),
+    ("list append then pop", _list5, lambda o: (o.append(9), o.pop()), (0, 0, 0)),
+    # list insert/delete in the middle: the shifted slots from there on
+    ("list insert at 3", _list5, lambda o: o.insert(3, "x"), (3, 0, 0)),
+    ("list del at 3", _list5, lambda o: o.__delitem__(3), (1, 1, 0)),
+    # list pop(0): the head moves (1 delete, the head row)
+    ("list pop front", _list5, lambda o: o.pop(0), (1, 1, 0)),
     # queue: 1 item + head + tail
     ("queue enqueue", _queue5, lambda o: o.enqueue(9), (3, 0, 0)),
     ("queue dequeue", _queue5, lambda o: o.dequeue(), (2, 1, 0)),
@@ -792,7 +795,7 @@ def test_new_object_writes_index_and_content(store: osp.Store) -> None:
     space = osp.ObjectSpace()
     space.checkpoint(store)
     space.create_list("l").extend([1, 2])
-    assert cost(space, store) == (1 + 2 + 1, 0, 0)  # index row, two items, length
+    assert cost(space, store) == (1 + 2, 0, 0)  # index row, two items
 
 
 SIZE = 1000
@@ -833,7 +836,7 @@ def _big(kind: str, sp: osp.ObjectSpace) -> Any:
 # clear(): a constant number of rows (the new length, head/tail, count, or the linked
 # list's four metadata rows) and one table delete per table holding elements.
 CLEAR_COSTS = {
-    "list": (1, 0, 1),
+    "list": (0, 0, 1),
     "queue": (2, 0, 1),
     "stack": (1, 0, 1),
     "linked": (4, 0, 2),
@@ -970,6 +973,6 @@ def test_clear_in_failed_interval_then_edits(store: osp.Store) -> None:
         writer.commit()
     lst.append("b")
     written, deleted, tables = cost(space, store)
-    assert (written, deleted, tables) == (3, 0, 1)  # two items and the length
+    assert (written, deleted, tables) == (2, 0, 1)  # two items
     assert list(load(store).get_list("l")) == ["a", "b"]
     assert_no_stale_rows(store)

@@ -8,7 +8,7 @@
  *   ObjectBase  the fields every persisted object shares (_id, _space, _dirty, _meta, ...)
  *   ValueBase   + _value; the `value` property
  *   ArrayBase   + _data (a list); len, a[i], a[i] = x, iter
- *   ListBase    + _data (a list); len, l[i], append
+ *   ListBase    + _data (a list), _from; len, l[i], append
  *   QueueBase   + _data (a deque), _head; len, enqueue, dequeue, peek
  *   StackBase   + _data (a list); len, push, pop, peek
  *
@@ -1138,6 +1138,77 @@ static PyTypeObject ArrayBase_Type = {
 
 /* -- ListBase ------------------------------------------------------------------------------ */
 
+/* A list's _from: the first slot of the range of slots the next save writes whole (every
+   slot from it to the end, and the stored slots past the end as deletes); sys.maxsize when
+   none. Appends lower it to the appended slot instead of adding the slot to _dirty, so a
+   list that is only appended to makes no set in a checkpoint interval. */
+typedef struct {
+    DataObject data;
+    PyObject *from;
+} ListObject;
+
+static int
+list_traverse(ListObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->from);
+    return data_traverse(&self->data, visit, arg);
+}
+
+static int
+list_clear(ListObject *self)
+{
+    Py_CLEAR(self->from);
+    return data_clear(&self->data);
+}
+
+static void
+list_dealloc(ListObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    list_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef list_members[] = {
+    MEMBER("_data", DataObject, data), MEMBER("_from", ListObject, from), {NULL}};
+
+/* `if n < self._from: self._from = n` */
+static int
+list_lower_from(ListObject *self, Py_ssize_t n)
+{
+    PyObject *from;
+    FIELD_OR_FAIL(from, self, from, "_from", return -1);
+    if (PyLong_CheckExact(from)) {
+        int overflow;
+        long long current = PyLong_AsLongLongAndOverflow(from, &overflow);
+        if (current == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (overflow > 0 || (overflow == 0 && current > (long long)n)) {
+            PyObject *key = index_int(n);
+            if (key == NULL) {
+                return -1;
+            }
+            Py_SETREF(self->from, key);
+        }
+        return 0;
+    }
+    PyObject *key = index_int(n);
+    if (key == NULL) {
+        return -1;
+    }
+    Py_INCREF(from);
+    int lower = PyObject_RichCompareBool(key, from, Py_LT);
+    if (lower > 0) {
+        Py_SETREF(self->from, key);
+    }
+    else {
+        Py_DECREF(key);
+    }
+    Py_DECREF(from);
+    return lower < 0 ? -1 : 0;
+}
+
 /* `self._data[index]` */
 static PyObject *
 list_subscript(DataObject *self, PyObject *index)
@@ -1164,8 +1235,9 @@ list_subscript(DataObject *self, PyObject *index)
 }
 
 static PyObject *
-list_append(DataObject *self, PyObject *value)
+list_append(ListObject *list, PyObject *value)
 {
+    DataObject *self = &list->data;
     PyObject *data, *result;
     if (touch(&self->base) < 0) {
         return NULL;
@@ -1174,7 +1246,7 @@ list_append(DataObject *self, PyObject *value)
     FIELD_OR_FAIL(data, self, data, "_data", return NULL);
     Py_INCREF(data);
     Py_ssize_t n = length_of(data);
-    if (n < 0 || dirty_add_ssize(&self->base, n) < 0) {
+    if (n < 0 || list_lower_from(list, n) < 0) {
         Py_DECREF(data);
         return NULL;
     }
@@ -1214,15 +1286,15 @@ static PyTypeObject ListBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "objectspace.collections._core.ListBase",
     .tp_doc = "The values of a persisted list, with append, len and indexing.",
-    .tp_basicsize = sizeof(DataObject),
+    .tp_basicsize = sizeof(ListObject),
     .tp_flags = TYPE_FLAGS,
     .tp_base = &ObjectBase_Type,
     .tp_new = PyType_GenericNew,
-    .tp_dealloc = (destructor)data_dealloc,
-    .tp_traverse = (traverseproc)data_traverse,
-    .tp_clear = (inquiry)data_clear,
+    .tp_dealloc = (destructor)list_dealloc,
+    .tp_traverse = (traverseproc)list_traverse,
+    .tp_clear = (inquiry)list_clear,
     .tp_free = PyObject_GC_Del,
-    .tp_members = data_members,
+    .tp_members = list_members,
     .tp_methods = list_methods,
     .tp_as_mapping = &list_as_mapping,
     .tp_as_sequence = &list_as_sequence,

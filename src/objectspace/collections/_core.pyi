@@ -73,8 +73,9 @@ class ArrayBase(ObjectBase):
     def __iter__(self) -> Iterator[Any]: ...
 
 class ListBase(ObjectBase):
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_from")
     _data: list[Any]
+    _from: int
     def __len__(self) -> int: ...
     @overload
     def __getitem__(self, index: int) -> Any: ...

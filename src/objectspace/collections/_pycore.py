@@ -173,9 +173,13 @@ class ArrayBase(ObjectBase):
 class ListBase(ObjectBase):
     """The values of a persisted list, with ``append``, ``len`` and indexing."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_from")
 
     _data: list[Any]
+    # The first slot of the range the next save writes whole (every slot from it on, and
+    # the stored slots past the end as deletes); sys.maxsize when none. An append lowers it
+    # to its slot instead of adding the slot to _dirty.
+    _from: int
 
     def __len__(self) -> int:
         return len(self._data)
@@ -194,10 +198,9 @@ class ListBase(ObjectBase):
             self._touch()
         self._meta = True
         data = self._data
-        dirty = self._dirty
-        if dirty is None:
-            dirty = self._dirty = set()
-        dirty.add(len(data))
+        n = len(data)
+        if n < self._from:
+            self._from = n
         data.append(value)
 
 

@@ -28,15 +28,17 @@ def _as_index(index: Any) -> int:
 
 
 class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
-    """A list of values, stored as ``metadata: length [, head]`` and ``items: position =
-    value`` for the positions ``head <= position < head + length`` (``head`` is 0 unless
-    values were removed from the front).
+    """A list of values, stored as ``items: position = value`` for the positions ``head <=
+    position < head + length``, one row per value, and ``metadata: head`` when ``head`` is
+    not 0 (values were removed from the front). The length is the number of ``items`` rows.
+    (A list stored with ``metadata: length``, the layout before, is read up to that length
+    and keeps writing it.)
 
-    Costs in memory are those of a Python ``list``. A checkpoint writes the length and:
-    one row per ``append``, assignment or ``pop()`` from the end; one row per value removed
-    from the front (``pop(0)``, ``del l[:k]``: the head moves, nothing shifts); every slot
-    from the first shifted one for ``insert``/``del``/``pop(i)`` elsewhere (O(n - i)); one
-    table delete for ``clear()``.
+    Costs in memory are those of a Python ``list``. A checkpoint writes one row per
+    ``append``, assignment or ``pop()`` from the end; one row per value removed from the
+    front and the head (``pop(0)``, ``del l[:k]``: the head moves, nothing shifts); every
+    slot from the first shifted one for ``insert``/``del``/``pop(i)`` elsewhere (O(n - i));
+    one table delete for ``clear()``.
 
     ``append``, ``len`` and indexing are implemented by :class:`ListBase` (in C when built),
     which holds ``_data``.
@@ -44,21 +46,26 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
 
     KIND = "List"
     TABLES = ("metadata", "items")
-    __slots__ = ("_from", "_head", "_stored_head", "_stored_len")
+    __slots__ = ("_head", "_length_row", "_stored_head", "_stored_len")
 
     def __init__(
         self, space: ObjectSpace, object_id: str, data: list[Any] | None = None, head: int = 0
     ) -> None:
         super().__init__(space, object_id)
         self._data: list[Any] = data if data is not None else []
-        # Slots from _from on were shifted (insert/delete in the middle); INF when none.
-        # Slots (in _dirty and _from) are indexes into _data; value i is stored at _head + i.
+        # Slots from _from on were shifted (insert/delete in the middle) or appended; INF when
+        # none. Slots (in _dirty and _from) are indexes into _data; value i is stored at
+        # _head + i.
         self._from = INF
         self._head = head
         # The head and length in the store as of the last acknowledged save: the stored
         # positions outside [_head, _head + len) are deleted by the next save.
         self._stored_head = head
         self._stored_len = len(self._data)
+        # Whether the store holds the list's length (``metadata: length``), as lists stored
+        # before their length was their number of slots do: such a list is read up to its
+        # length and keeps writing it.
+        self._length_row = False
 
     def _trim_front(self, k: int) -> None:
         """The first ``k`` values were removed: move the head instead of shifting every slot.
@@ -180,7 +187,8 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         self._meta = True
         i = index + n if index < 0 else index
         if i == n - 1:
-            self._dirty_set().add(i)
+            if i < self._from:  # else the save's range from _from covers it (if stored)
+                self._dirty_set().add(i)
         elif i == 0:
             self._trim_front(1)
         else:
@@ -286,18 +294,21 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
             rows = out.table(self._t_items)
             for i, value in enumerate(data, head):
                 rows[b"%d" % i] = dumps(value)
-            meta = out.table(self._t_meta)
-            meta[b"length"] = dumps(n)
-            if head:
-                meta[b"head"] = dumps(head)
+            if head or self._length_row:
+                meta = out.table(self._t_meta)
+                if self._length_row:
+                    meta[b"length"] = dumps(n)
+                if head:
+                    meta[b"head"] = dumps(head)
             return
         cleared = page.cleared
         if cleared:
             out.truncate(self._t_items)
         rows = out.table(self._t_items)
-        stored_end = self._stored_head + self._stored_len
-        if not cleared:
-            for position in range(self._stored_head, min(head, stored_end)):
+        stored_head = self._stored_head
+        stored_end = stored_head + self._stored_len
+        if head > stored_head and not cleared:
+            for position in range(stored_head, min(head, stored_end)):
                 rows[b"%d" % position] = DELETED  # removed from the front
         for i in page.slots:
             if i < n:
@@ -305,24 +316,40 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
             elif not cleared:
                 rows[b"%d" % (head + i)] = DELETED
         start = page.from_
-        if start != INF:
-            high = n if cleared else max(n, stored_end - head)
-            for i in range(start, high):
-                rows[b"%d" % (head + i)] = dumps(data[i]) if i < n else DELETED
-        if page.meta:
+        if start < n:  # every slot from start on: appended or shifted
+            for i in range(start, n):
+                rows[b"%d" % (head + i)] = dumps(data[i])
+        if start != INF and not cleared and stored_end - head > n:  # and the stored ones after
+            for position in range(head + max(start, n), stored_end):
+                rows[b"%d" % position] = DELETED
+        length = self._length_row and page.meta
+        if head != stored_head or length:  # the head moved (written until that is committed)
             meta = out.table(self._t_meta)
-            meta[b"length"] = dumps(n)
-            if head:
-                meta[b"head"] = dumps(head)
-            elif self._stored_head:
-                meta[b"head"] = DELETED
+            if head != stored_head:
+                meta[b"head"] = dumps(head) if head else DELETED
+            if length:
+                meta[b"length"] = dumps(n)
 
     @classmethod
     def _load(
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedList:
-        raw = reader.get(f"state/item/{object_id}/metadata", b"head")
+        meta = f"state/item/{object_id}/metadata"
+        raw = reader.get(meta, b"head")
         head = 0 if raw is None else loads(raw)
         if type(head) is not int or head < 0:
             raise CorruptStateError(f"list {object_id!r} has an invalid stored head {head!r}")
-        return cls(space, object_id, load_indexed("list", object_id, reader, loads, head), head)
+        if reader.get(meta, b"length") is not None:  # stored with its length: bounded by it
+            lst = cls(space, object_id, load_indexed("list", object_id, reader, loads, head), head)
+            lst._length_row = True
+            return lst
+        rows = reader.table(f"state/item/{object_id}/items")
+        n = len(rows)
+        try:
+            data = [loads(rows[b"%d" % i]) for i in range(head, head + n)]
+        except KeyError as exc:
+            raise CorruptStateError(
+                f"list {object_id!r} misses slot {exc} of {n}: its {n} stored slots are not "
+                f"the positions {head} to {head + n - 1}"
+            ) from None
+        return cls(space, object_id, data, head)
