@@ -3332,7 +3332,7 @@ core_table_heads(PyObject *Py_UNUSED(module), PyObject *names)
                 h = PyLong_AsSsize_t(found);
             }
             else if (!PyErr_Occurred()) {
-                PyObject *number = PyLong_FromSsize_t(PyList_GET_SIZE(heads));
+                PyObject *number = index_int(PyList_GET_SIZE(heads));
                 if (number != NULL && PyDict_SetItem(index, head, number) == 0 &&
                     PyList_Append(heads, head) == 0) {
                     h = PyList_GET_SIZE(heads) - 1;
@@ -3345,7 +3345,7 @@ core_table_heads(PyObject *Py_UNUSED(module), PyObject *names)
             }
             last_head = h;
         }
-        PyObject *number = PyLong_FromSsize_t(h);
+        PyObject *number = index_int(h);
         if (number == NULL) {
             goto done;
         }
@@ -3480,7 +3480,7 @@ core_grouped_tables(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
         goto done;
     }
     for (Py_ssize_t r = 0; r < heads; r++) {
-        PyObject *count = PyLong_FromSsize_t(start[r + 1]);
+        PyObject *count = index_int(start[r + 1]);
         if (count == NULL) {
             goto done;
         }
@@ -3532,7 +3532,7 @@ core_grouped_tables(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
                 goto done;
             }
             if (is_truncated) {
-                PyObject *at = PyLong_FromSsize_t(k);
+                PyObject *at = index_int(k);
                 if (at == NULL || PyList_Append(truncated, at) < 0) {
                     Py_XDECREF(at);
                     goto done;
