@@ -4,6 +4,8 @@ before) is read up to that length and keeps writing it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import objectspace as osp
@@ -21,12 +23,18 @@ def _dumps(value: object) -> bytes:
     return osp.MsgpackSerializer().dumps(value)
 
 
-def test_an_append_writes_one_row_and_no_length() -> None:
+def _saved_list(values: list[Any]) -> tuple[osp.MemoryStore, osp.ObjectSpace, Any]:
+    """A store, and a space whose list ``l`` holds ``values``, checkpointed to it."""
     store = osp.MemoryStore()
     space = osp.ObjectSpace()
     lst = space.create_list("l")
-    lst.extend([1, 2])
+    lst.extend(values)
     space.checkpoint(store)
+    return store, space, lst
+
+
+def test_an_append_writes_one_row_and_no_length() -> None:
+    store, space, lst = _saved_list([1, 2])
     assert META not in store.dump()
     assert store.dump()[ITEMS] == {b"0": _dumps(1), b"1": _dumps(2)}
     lst.append(3)
@@ -40,11 +48,7 @@ def test_an_append_writes_one_row_and_no_length() -> None:
 
 
 def test_the_head_is_written_when_it_moves_and_deleted_when_it_is_back_at_zero() -> None:
-    store = osp.MemoryStore()
-    space = osp.ObjectSpace()
-    lst = space.create_list("l")
-    lst.extend(range(5))
-    space.checkpoint(store)
+    store, space, lst = _saved_list(list(range(5)))
     del lst[:2]
     space.checkpoint(store)
     assert store.dump()[META] == {b"head": _dumps(2)}
@@ -62,11 +66,7 @@ def test_the_head_is_written_when_it_moves_and_deleted_when_it_is_back_at_zero()
 
 
 def test_a_failed_save_that_moved_the_head_is_carried_into_the_next() -> None:
-    store = osp.MemoryStore()
-    space = osp.ObjectSpace()
-    lst = space.create_list("l")
-    lst.extend(range(4))
-    space.checkpoint(store)
+    store, space, lst = _saved_list(list(range(4)))
     lst.pop(0)
     writer = store.writer(CheckpointKind.DIFFERENTIAL)
     space.save(writer)
@@ -122,10 +122,7 @@ def test_a_list_stored_with_its_length_is_read_up_to_it_and_keeps_writing_it() -
 def test_a_list_whose_rows_are_not_its_positions_is_corrupt_state(
     rows: dict[bytes, bytes], missing: str
 ) -> None:
-    store = osp.MemoryStore()
-    space = osp.ObjectSpace()
-    space.create_list("l").append(0)
-    space.checkpoint(store)
+    store, _space, _lst = _saved_list([0])
     writer = store.writer(CheckpointKind.DIFFERENTIAL)
     writer.merge({ITEMS: TableChanges(truncated=True, rows=rows)})
     writer.commit()
@@ -135,11 +132,7 @@ def test_a_list_whose_rows_are_not_its_positions_is_corrupt_state(
 
 
 def test_a_value_appended_and_popped_in_one_interval_writes_nothing() -> None:
-    store = osp.MemoryStore()
-    space = osp.ObjectSpace()
-    lst = space.create_list("l")
-    lst.extend([1, 2])
-    space.checkpoint(store)
+    store, space, lst = _saved_list([1, 2])
     lst.append(3)
     lst.pop()
     stats = space.checkpoint(store)
