@@ -64,7 +64,7 @@ KIND_FIELDS = {
     PersistedArray: {"_data"},
     PersistedList: {"_data", "_from", "_head", "_length_row", "_stored_head", "_stored_len"},
     PersistedQueue: {"_data", "_head"},
-    PersistedStack: {"_data"},
+    PersistedStack: {"_count_row", "_data"},
 }
 
 

@@ -703,9 +703,9 @@ COST_CASES: list[tuple[str, Callable[..., Any], Callable[[Any], Any], tuple[int,
     ("queue enqueue", _queue5, lambda o: o.enqueue(9), (3, 0, 0)),
     ("queue dequeue", _queue5, lambda o: o.dequeue(), (2, 1, 0)),
     ("queue enqueue+dequeue", _queue5, lambda o: (o.enqueue(9), o.dequeue()), (3, 1, 0)),
-    # stack: 1 item + count
-    ("stack push", _stack5, lambda o: o.push(9), (2, 0, 0)),
-    ("stack pop", _stack5, lambda o: o.pop(), (1, 1, 0)),
+    # stack (its count is its number of items): 1 item, or its delete
+    ("stack push", _stack5, lambda o: o.push(9), (1, 0, 0)),
+    ("stack pop", _stack5, lambda o: o.pop(), (0, 1, 0)),
     # linked list: node value + node links + neighbours' links + 4 metadata rows
     ("linked append", _linked5, lambda o: o.append(9), (1 + 1 + 1 + 4, 0, 0)),
     ("linked appendleft", _linked5, lambda o: o.appendleft(9), (1 + 1 + 1 + 4, 0, 0)),
@@ -838,7 +838,7 @@ def _big(kind: str, sp: osp.ObjectSpace) -> Any:
 CLEAR_COSTS = {
     "list": (0, 0, 1),
     "queue": (2, 0, 1),
-    "stack": (1, 0, 1),
+    "stack": (0, 0, 1),
     "linked": (4, 0, 2),
     "set": (0, 0, 1),
     "sorted_set": (0, 0, 1),

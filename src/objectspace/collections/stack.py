@@ -19,9 +19,10 @@ __all__ = ["PersistedStack"]
 class PersistedStack(PersistedObject, StackBase):
     """A LIFO stack: ``push`` and ``pop`` at the top. Iteration goes from top to bottom.
 
-    Stored as ``metadata: count`` and ``items: i = value`` from the bottom (0), so a push or
-    pop writes one item and the count, and ``clear()`` one table delete. Every operation is
-    O(1).
+    Stored as ``items: i = value`` from the bottom (0), one row per value: the count is the
+    number of rows, so a push or pop writes one item (a pop, its delete) and ``clear()`` one
+    table delete. Every operation is O(1). (A stack stored with ``metadata: count``, the
+    layout before, is read up to that count and keeps writing it.)
 
     ``push``, ``pop``, ``peek`` and ``len`` are implemented by :class:`StackBase` (in C when
     built).
@@ -29,14 +30,17 @@ class PersistedStack(PersistedObject, StackBase):
 
     KIND = "Stack"
     TABLES = ("metadata", "items")
-    __slots__ = ()
+    __slots__ = ("_count_row",)
 
     def __init__(self, space: ObjectSpace, object_id: str, data: list[Any] | None = None) -> None:
         super().__init__(space, object_id)
         self._data: list[Any] = data if data is not None else []
+        # Whether the store holds the count (``metadata: count``), as stacks stored before
+        # their count was their number of rows do: such a stack keeps writing it.
+        self._count_row = False
 
     def clear(self) -> None:
-        """Remove every value. O(1) writes: one table delete and the count."""
+        """Remove every value. O(1) writes: one table delete."""
         if not self._registered:
             self._touch()
         self._data.clear()
@@ -72,7 +76,7 @@ class PersistedStack(PersistedObject, StackBase):
                 rows[int_key(i)] = dumps(value)
         else:
             self._emit_slots(out, self._t_items, page, lambda i: i < n, data.__getitem__, int_key)
-        if whole or page.meta:
+        if self._count_row and (whole or page.meta):
             out.table(self._t_meta)[b"count"] = dumps(n)
 
     @classmethod
@@ -80,12 +84,15 @@ class PersistedStack(PersistedObject, StackBase):
         cls, space: ObjectSpace, object_id: str, reader: StateReader, loads: Callable[[bytes], Any]
     ) -> PersistedStack:
         raw = reader.get(f"state/item/{object_id}/metadata", b"count")
-        if raw is None:
-            raise CorruptStateError(f"stack {object_id!r} has no stored count")
-        n = loads(raw)
         items = {int(k): v for k, v in reader.items(f"state/item/{object_id}/items")}
+        n = len(items) if raw is None else loads(raw)  # stored with its count: up to it
         try:
             data = [loads(items[i]) for i in range(n)]
         except KeyError as exc:
-            raise CorruptStateError(f"stack {object_id!r} misses slot {exc}") from None
-        return cls(space, object_id, data)
+            raise CorruptStateError(
+                f"stack {object_id!r} misses slot {exc} of {n}"
+                + ("" if raw is not None else f": its {n} stored slots are not 0 to {n - 1}")
+            ) from None
+        stack = cls(space, object_id, data)
+        stack._count_row = raw is not None
+        return stack
