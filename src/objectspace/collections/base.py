@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,6 +39,7 @@ __all__ = [
     "KeyedObject",
     "Page",
     "PersistedObject",
+    "indexed_values",
     "int_key",
     "load_indexed",
     "pack_entry",
@@ -59,18 +60,37 @@ def int_key(index: int) -> bytes:
 def load_indexed(
     kind: str, object_id: str, reader: StateReader, loads: Callable[[bytes], Any], head: int = 0
 ) -> list[Any]:
-    """The values of an array or list: ``metadata: length`` and ``items: <position> =
-    <value>`` for every position from ``head`` on, ``length`` of them
-    (:class:`CorruptStateError` if one is missing)."""
+    """The values of an array: ``metadata: length`` and ``items: <position> = <value>`` for
+    every position from ``head`` on, ``length`` of them (:class:`CorruptStateError` if one
+    is missing)."""
     raw = reader.get(f"state/item/{object_id}/metadata", b"length")
     if raw is None:
         raise CorruptStateError(f"{kind} {object_id!r} has no stored length")
-    n = loads(raw)
     rows = reader.table(f"state/item/{object_id}/items")
+    return indexed_values(kind, object_id, rows, loads, head, loads(raw))
+
+
+def indexed_values(
+    kind: str,
+    object_id: str,
+    rows: Mapping[bytes, bytes],
+    loads: Callable[[bytes], Any],
+    head: int,
+    n: int | None,
+) -> list[Any]:
+    """The values of ``rows`` (an object's ``items``) at the positions ``head`` to ``head +
+    n - 1``; ``n`` ``None``: as many as there are rows (a list's length is its number of
+    rows). :class:`CorruptStateError` if a position is missing."""
+    counted = n is None
+    if n is None:
+        n = len(rows)
     try:
         return [loads(rows[b"%d" % i]) for i in range(head, head + n)]
     except KeyError as exc:
-        raise CorruptStateError(f"{kind} {object_id!r} misses slot {exc} of {n}") from None
+        detail = f": its {n} stored slots are not the positions {head} to {head + n - 1}"
+        raise CorruptStateError(
+            f"{kind} {object_id!r} misses slot {exc} of {n}{detail if counted else ''}"
+        ) from None
 
 
 # -- the row layout of dict entries and set elements ------------------------------------------

@@ -7,7 +7,14 @@ from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any
 
 from objectspace.collections._impl import ListBase, untrack
-from objectspace.collections.base import _NONE, INF, Emitter, Page, PersistedObject, load_indexed
+from objectspace.collections.base import (
+    _NONE,
+    INF,
+    Emitter,
+    Page,
+    PersistedObject,
+    indexed_values,
+)
 from objectspace.errors import CorruptStateError
 from objectspace.tables import DELETED, StateReader
 
@@ -339,17 +346,9 @@ class PersistedList(PersistedObject, ListBase, MutableSequence[Any]):
         head = 0 if raw is None else loads(raw)
         if type(head) is not int or head < 0:
             raise CorruptStateError(f"list {object_id!r} has an invalid stored head {head!r}")
-        if reader.get(meta, b"length") is not None:  # stored with its length: bounded by it
-            lst = cls(space, object_id, load_indexed("list", object_id, reader, loads, head), head)
-            lst._length_row = True
-            return lst
+        raw = reader.get(meta, b"length")  # stored with its length: read up to it
         rows = reader.table(f"state/item/{object_id}/items")
-        n = len(rows)
-        try:
-            data = [loads(rows[b"%d" % i]) for i in range(head, head + n)]
-        except KeyError as exc:
-            raise CorruptStateError(
-                f"list {object_id!r} misses slot {exc} of {n}: its {n} stored slots are not "
-                f"the positions {head} to {head + n - 1}"
-            ) from None
-        return cls(space, object_id, data, head)
+        n = None if raw is None else loads(raw)
+        lst = cls(space, object_id, indexed_values("list", object_id, rows, loads, head, n), head)
+        lst._length_row = raw is not None
+        return lst
