@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from objectspace.engine import TaskStats, TimeOptions, TimePlan, order_rows
+from objectspace.engine import OrderedRows, TaskStats, TimeOptions, TimePlan, order_rows
 from objectspace.engine.task import _drop_late
 from objectspace.errors import TimeError
 from objectspace.keyed import MAX_MS, Clock, from_ms, to_ms
@@ -87,8 +87,21 @@ def reference_drop_late(
     return kept
 
 
+def _with_time_range(groups: dict[tuple[int, Any], list[Row]]) -> dict[tuple[int, Any], list[Row]]:
+    """``groups`` as the task gives rows it read off an integer event-time column without
+    nulls: :class:`OrderedRows` carrying their smallest and largest time (left ``None``
+    when some row's time is not an int, as the task leaves it)."""
+    ordered = OrderedRows()
+    ordered.update(groups)
+    times = [row.get("ts") for rows in groups.values() for row in rows]
+    if times and all(type(t) is int for t in times):
+        ordered.time_range = (min(times), max(times))
+    return ordered
+
+
+@pytest.mark.parametrize("ranged", [False, True], ids=["rows", "time-range"])
 @pytest.mark.parametrize("seed", range(4))
-def test_drop_late_equals_the_reference(seed: int) -> None:
+def test_drop_late_equals_the_reference(seed: int, ranged: bool) -> None:
     rng = random.Random(seed)
     for _ in range(500):
         late = rng.choice((0, 50, 100))
@@ -114,6 +127,8 @@ def test_drop_late_equals_the_reference(seed: int) -> None:
         before = {k: list(v) for k, v in groups.items()}
         n = sum(map(len, groups.values()))
         got_stats, want_stats = TaskStats(rows_in=n), TaskStats(rows_in=n)
+        if ranged:
+            groups = _with_time_range(groups)
         got = _drop_late(groups, timing, got_stats, late_time)
         want = reference_drop_late(before, timing, want_stats, late_time)
         assert list(got) == list(want)
@@ -133,3 +148,17 @@ def test_a_row_without_a_usable_event_time_is_dropped_and_counted() -> None:
     got = _drop_late({(0, "k"): rows}, timing, stats)
     assert got == {(0, "k"): [{"ts": 20}]}
     assert (stats.rows_bad_time, stats.rows_late, stats.rows_in) == (3, 1, 1)
+
+
+def test_a_time_range_with_every_row_on_time_keeps_the_groups_as_they_are() -> None:
+    timing = TimePlan(
+        Clock("event", 10, 0, "ts", late_watermark=10), TimeOptions("event", "ts", 0, "drop")
+    )
+    groups = _with_time_range({(0, "a"): [{"ts": 11}, {"ts": 40}], (1, "b"): [{"ts": 12}]})
+    stats = TaskStats(rows_in=3)
+    assert _drop_late(groups, timing, stats) is groups
+    assert (stats.max_event_time, stats.keys, stats.rows_in, stats.rows_late) == (40, 2, 3, 0)
+    groups = _with_time_range({(0, "a"): [{"ts": 10}, {"ts": 40}]})  # one at the watermark
+    stats = TaskStats(rows_in=2)
+    assert _drop_late(groups, timing, stats) == {(0, "a"): [{"ts": 40}]}
+    assert (stats.rows_late, stats.rows_in) == (1, 1)

@@ -9,7 +9,15 @@ import pytest
 
 from objectspace import operators as ops
 from objectspace.errors import ObjectSpaceError
-from objectspace.keyed import Clock, KeyRef, KeyState, Timers, fire_timer, from_ms
+from objectspace.keyed import (
+    Clock,
+    KeyRef,
+    KeyState,
+    Timers,
+    fire_timer,
+    from_ms,
+    timer_handler,
+)
 from objectspace.space import ObjectSpace
 
 CLOCK = Clock("event", 0, event_time="ts")
@@ -90,3 +98,38 @@ def test_a_key_ref_is_all_timers_need() -> None:
     ref = KeyRef(space, state.prefix, "k", (), CLOCK)
     Timers(ref).register(10)
     assert state.timers.list() == [from_ms(10)]
+
+
+def test_a_handler_looked_up_once_fires_as_fire_timer_does() -> None:
+    """``timer_handler`` (what a batch uses for its timers) picks the handler once: the
+    same outputs as ``fire_timer`` for each form, the root state itself for the root
+    namespace, and the error only when a timer fires."""
+
+    class Delay:
+        def on_timer(self, key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
+            return [{"when": when, "at": state.names, "same": state is state_root}]
+
+    class Handler:
+        def handle_timer(
+            self, key: Any, names: tuple[str, ...], when_ms: int, state: KeyState
+        ) -> list[dict[str, Any]]:
+            return [{"names": names, "when": when_ms}]
+
+    def given(key: Any, when: datetime, state: KeyState) -> list[dict[str, Any]]:
+        return [{"key": key, "at": state.names}]
+
+    state_root = root()
+    for fn, on_timer in ((Delay(), None), (Handler(), None), (Delay(), given)):
+        handle = timer_handler(fn, on_timer)
+        for names in ((), ("0",), ("0", "op")):
+            assert list(handle("k", names, 7, state_root)) == list(
+                fire_timer(fn, on_timer, "k", names, 7, state_root)
+            )
+    assert next(iter(timer_handler(Delay(), None)("k", (), 7, state_root)))["same"] is True
+
+    def no_handler(key: Any, rows: list[Any], state: KeyState) -> list[Any]:
+        return []
+
+    handle = timer_handler(no_handler, None)  # no error until a timer fires
+    with pytest.raises(ObjectSpaceError, match=r"key 'k' \(namespace \(root\)\) fired at 1970"):
+        handle("k", (), 0, state_root)

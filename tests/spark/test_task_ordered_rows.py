@@ -108,6 +108,11 @@ def test_ordered_rows_are_what_group_rows_and_order_rows_give(
             got = task._ordered_rows(table, marks=False)
             assert type(got) is OrderedRows
             assert same(got, by_rows(table, order_columns)), table.to_pylist()
+            times = [row["ts"] for rows in got.values() for row in rows]
+            if order_type == "int" and times and None not in times:
+                assert got.time_range == (min(times), max(times))
+            else:  # floats, timestamps, a null: the late-row check reads the rows
+                assert got.time_range is None
 
 
 def test_nan_order_values_give_each_key_its_rows() -> None:
@@ -132,6 +137,7 @@ def test_the_driver_s_marker_rows_are_left_out() -> None:
     )
     got = task._ordered_rows(table, marks=True)
     assert got == {(0, 1): [{"k": 1, "ts": 5}], (1, 2): [{"k": 2, "ts": 6}]}
+    assert got is not None and got.time_range == (5, 6)  # of the rows the function gets
 
 
 def test_what_arrow_cannot_order_as_python_does_goes_to_group_rows() -> None:

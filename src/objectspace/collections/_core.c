@@ -53,6 +53,11 @@ static PyObject *str_load;         /* "_load" */
 static PyObject *str_index;        /* "_index" */
 static PyObject *str_len;          /* "_len" */
 static PyObject *str_expand;       /* "_expand" */
+static PyObject *str_data;         /* "_data" */
+static PyObject *str_set;          /* "_set" */
+static PyObject *str_list;         /* "_list" */
+static PyObject *str_spell;        /* "_spell" */
+static PyObject *str_rewrite_all;  /* "_rewrite_all" */
 static PyObject *int_zero;         /* 0 */
 static PyObject *int_one;          /* 1 */
 static PyObject *int_minus_one;    /* -1 */
@@ -2131,6 +2136,219 @@ done:
     return result;
 }
 
+/* -- PersistedSortedSet.add / discard -------------------------------------------------------- */
+
+/* Whether a set must keep ``value``'s spelling beside its row (``_spell``): not for a value of
+   a type in ``plain``, nor for a tuple of such values (a flat key: its stored key decodes to
+   it, types and all); -1 with an error set. */
+static int
+needs_spelling(PyObject *value, PyObject *plain)
+{
+    int found = PySet_Contains(plain, (PyObject *)Py_TYPE(value));
+    if (found != 0) {
+        return found < 0 ? -1 : 0;
+    }
+    if (!PyTuple_CheckExact(value)) {
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++) {
+        found = PySet_Contains(plain, (PyObject *)Py_TYPE(PyTuple_GET_ITEM(value, i)));
+        if (found <= 0) {
+            return found < 0 ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+/* The hash set and sorted list of a persisted sorted set ``self`` (``self._data._set``,
+   ``self._data._list``: new references); -1 with an error set. */
+static int
+sorted_set_parts(PyObject *self, PyObject **members, PyObject **list)
+{
+    *members = *list = NULL;
+    if (!PyObject_TypeCheck(self, &ObjectBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "not a persisted object");
+        return -1;
+    }
+    PyObject *data = PyObject_GetAttr(self, str_data);
+    if (data == NULL) {
+        return -1;
+    }
+    *members = PyObject_GetAttr(data, str_set);
+    *list = *members == NULL ? NULL : PyObject_GetAttr(data, str_list);
+    Py_DECREF(data);
+    if (*list != NULL && PySet_CheckExact(*members)) {
+        return 0;
+    }
+    if (*list != NULL) {
+        PyErr_SetString(PyExc_TypeError, "not a SortedSet (_set)");
+    }
+    Py_CLEAR(*members);
+    Py_CLEAR(*list);
+    return -1;
+}
+
+/* After an edit that changed the set but could not be tracked: ``self._rewrite_all()``, the
+   error raised kept (see _SetBase._track_edit). Always -1. */
+static int
+rewrite_all(PyObject *self)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *result = PyObject_CallMethodNoArgs(self, str_rewrite_all);
+    Py_XDECREF(result);
+    if (result == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return -1; /* its own error instead */
+    }
+    PyErr_Restore(type, value, traceback);
+    return -1;
+}
+
+/* sorted_set_add(self, value, plain): PersistedSortedSet.add (see
+   objectspace.collections._pycore.sorted_set_add). */
+static PyObject *
+core_sorted_set_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "sorted_set_add takes self, value, plain");
+        return NULL;
+    }
+    PyObject *self = args[0], *value = args[1], *plain = args[2], *members, *list;
+    if (!PyAnySet_Check(plain)) {
+        PyErr_SetString(PyExc_TypeError, "plain must be a set of types");
+        return NULL;
+    }
+    if (sorted_set_parts(self, &members, &list) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int held = PySet_Contains(members, value);
+    if (held != 0) {
+        if (held > 0) {
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    if (touch((BaseObject *)self) < 0 || PySet_Add(members, value) < 0) {
+        goto done;
+    }
+    PyObject *insert_args[2] = {list, value};
+    PyObject *inserted = core_sorted_insert(module, insert_args, 2);
+    if (inserted == NULL) {
+        /* The sorted list's comparisons raised: out of the hash set again. */
+        PyObject *type, *error, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        if (PySet_Discard(members, value) < 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, error, traceback);
+        goto done;
+    }
+    Py_DECREF(inserted);
+    if (dirty_add((BaseObject *)self, value) < 0) {
+        rewrite_all(self);
+        goto done;
+    }
+    int spelled = needs_spelling(value, plain);
+    if (spelled > 0) {
+        PyObject *spell = PyObject_GetAttr(self, str_spell);
+        if (spell == NULL || PyObject_SetItem(spell, value, value) < 0) {
+            spelled = -1;
+        }
+        Py_XDECREF(spell);
+    }
+    if (spelled < 0) {
+        rewrite_all(self);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(members);
+    Py_DECREF(list);
+    return result;
+}
+
+/* sorted_set_discard(self, value): PersistedSortedSet.discard (see
+   objectspace.collections._pycore.sorted_set_discard). */
+static PyObject *
+core_sorted_set_discard(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sorted_set_discard takes self, value");
+        return NULL;
+    }
+    PyObject *self = args[0], *value = args[1], *members, *list;
+    if (sorted_set_parts(self, &members, &list) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int held = PySet_Contains(members, value);
+    if (held != 1) {
+        if (held == 0) {
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    if (touch((BaseObject *)self) < 0 || PySet_Discard(members, value) < 0) {
+        goto done;
+    }
+    PyObject *remove_args[2] = {list, value};
+    PyObject *removed = core_sorted_remove(module, remove_args, 2);
+    if (removed == NULL) {
+        /* The sorted list's comparisons raised: back in the hash set if the list still
+           holds it. */
+        PyObject *type, *error, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        Py_ssize_t n = PyObject_Length(list);
+        if (n < 0 || (n != PySet_GET_SIZE(members) && PySet_Add(members, value) < 0)) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, error, traceback);
+        goto done;
+    }
+    Py_DECREF(removed);
+    if (dirty_add((BaseObject *)self, value) < 0) {
+        rewrite_all(self);
+        goto done;
+    }
+    PyObject *spell = PyObject_GetAttr(self, str_spell);
+    if (spell == NULL) {
+        rewrite_all(self);
+        goto done;
+    }
+    int failed = 0;
+    if (PyDict_CheckExact(spell)) {
+        if (PyDict_GET_SIZE(spell) && PyDict_DelItem(spell, value) < 0) {
+            if (PyErr_ExceptionMatches(PyExc_KeyError)) {
+                PyErr_Clear();
+            }
+            else {
+                failed = 1;
+            }
+        }
+    }
+    else {
+        int any = PyObject_IsTrue(spell);
+        PyObject *popped = any > 0 ? PyObject_CallMethod(spell, "pop", "OO", value, Py_None)
+                                   : NULL;
+        failed = any < 0 || (any > 0 && popped == NULL);
+        Py_XDECREF(popped);
+    }
+    Py_DECREF(spell);
+    if (failed) {
+        rewrite_all(self);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(members);
+    Py_DECREF(list);
+    return result;
+}
+
 /* sorted_between(sorted_list, low, high): the elements x of sortedcontainers' SortedList
    ``sorted_list`` with low <= x < high, ascending, as a new list (see
    objectspace.collections._pycore.sorted_between). */
@@ -3611,6 +3829,14 @@ static PyMethodDef core_functions[] = {
      "sorted_remove($module, sorted_list, value, /)\n--\n\n"
      "sortedcontainers' SortedList.remove(value) with its bisections and deletion in C: see "
      "objectspace.collections._pycore.sorted_remove."},
+    {"sorted_set_add", (PyCFunction)(void (*)(void))core_sorted_set_add, METH_FASTCALL,
+     "sorted_set_add($module, self, value, plain, /)\n--\n\n"
+     "PersistedSortedSet.add(value), the set's bookkeeping in C: see "
+     "objectspace.collections._pycore.sorted_set_add."},
+    {"sorted_set_discard", (PyCFunction)(void (*)(void))core_sorted_set_discard, METH_FASTCALL,
+     "sorted_set_discard($module, self, value, /)\n--\n\n"
+     "PersistedSortedSet.discard(value), the set's bookkeeping in C: see "
+     "objectspace.collections._pycore.sorted_set_discard."},
     {"numbered_folders", core_numbered_folders, METH_O,
      "numbered_folders($module, folders, /)\n--\n\n"
      "Each folder as (template, number) around its first decimal number, or (): see "
@@ -3639,6 +3865,9 @@ PyInit__core(void)
         intern(&str_maxes, "_maxes") < 0 || intern(&str_lists, "_lists") < 0 ||
         intern(&str_load, "_load") < 0 || intern(&str_index, "_index") < 0 ||
         intern(&str_len, "_len") < 0 || intern(&str_expand, "_expand") < 0 ||
+        intern(&str_data, "_data") < 0 || intern(&str_set, "_set") < 0 ||
+        intern(&str_list, "_list") < 0 || intern(&str_spell, "_spell") < 0 ||
+        intern(&str_rewrite_all, "_rewrite_all") < 0 ||
         intern(&str_changes, "changes") < 0 || intern(&str_dumps, "dumps") < 0 ||
         intern(&str_rows, "rows") < 0 || intern(&str_truncated, "truncated") < 0 ||
         intern(&str_new, "new") < 0 || intern(&str_meta, "meta") < 0) {

@@ -32,6 +32,8 @@ __all__ = [
     "sorted_between",
     "sorted_insert",
     "sorted_remove",
+    "sorted_set_add",
+    "sorted_set_discard",
     "table_heads",
     "untrack",
     "untracked_set",
@@ -78,6 +80,8 @@ if TYPE_CHECKING:
         sorted_between,
         sorted_insert,
         sorted_remove,
+        sorted_set_add,
+        sorted_set_discard,
         table_heads,
         untrack,
         untracked_set,
@@ -102,6 +106,8 @@ else:
     sorted_between = _module.sorted_between
     sorted_insert = _module.sorted_insert
     sorted_remove = _module.sorted_remove
+    sorted_set_add = _module.sorted_set_add
+    sorted_set_discard = _module.sorted_set_discard
     table_heads = _module.table_heads
     grouped_tables = _module.grouped_tables
     if IMPLEMENTATION == "c":

@@ -53,6 +53,8 @@ __all__ = [
     "sorted_between",
     "sorted_insert",
     "sorted_remove",
+    "sorted_set_add",
+    "sorted_set_discard",
     "table_heads",
     "untrack",
     "untracked_set",
@@ -399,6 +401,78 @@ def sorted_remove(sorted_list: Any, value: Any) -> None:
     """``sorted_list.remove(value)`` (a ``sortedcontainers`` ``SortedList``; ``ValueError``
     when it does not hold ``value``; the C twin does its bisections and deletion itself)."""
     sorted_list.remove(value)
+
+
+def _needs_spelling(value: Any, plain: AbstractSet[type]) -> bool:
+    """Whether a set keeps ``value``'s spelling beside its row (``_spell``): not for a value
+    of a type in ``plain``, nor for a tuple of such values (a flat key, whose stored key
+    decodes to it, types and all)."""
+    kind = type(value)
+    if kind in plain:
+        return False
+    return kind is not tuple or not set(map(type, value)) <= plain
+
+
+def sorted_set_add(self: Any, value: Any, plain: AbstractSet[type], /) -> None:
+    """``PersistedSortedSet.add(value)``: when ``value`` is not a member, touch the set, add
+    it to the hash set and the sorted list (``TypeError`` from a comparison takes it out of
+    the hash set again and leaves the set as it was), then track it: its slot in the dirty
+    set, its spelling in ``_spell`` when :func:`_needs_spelling` (``plain``: the types
+    stored as they are). Tracking that raises after the edit tracks the whole set for
+    rewriting (``_rewrite_all``) and raises."""
+    data = self._data
+    members = data._set
+    if value in members:
+        return
+    if not self._registered:
+        self._touch()
+    members.add(value)
+    try:
+        sorted_insert(data._list, value)
+    except BaseException:
+        members.discard(value)
+        raise
+    try:
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = untracked_set()
+        dirty.add(value)
+        if _needs_spelling(value, plain):
+            self._spell[value] = value
+    except BaseException:
+        self._rewrite_all()
+        raise
+
+
+def sorted_set_discard(self: Any, value: Any, /) -> None:
+    """``PersistedSortedSet.discard(value)``: when ``value`` is a member, touch the set,
+    remove it from the hash set and the sorted list (a comparison that raises puts it back
+    in the hash set when the list still holds it), then track it: its slot in the dirty
+    set, its spelling out of ``_spell``. Tracking that raises after the edit tracks the
+    whole set for rewriting (``_rewrite_all``) and raises."""
+    data = self._data
+    members = data._set
+    if value not in members:
+        return
+    if not self._registered:
+        self._touch()
+    members.remove(value)
+    try:
+        sorted_remove(data._list, value)
+    except BaseException:
+        if len(data._list) != len(members):
+            members.add(value)
+        raise
+    try:
+        dirty = self._dirty
+        if dirty is None:
+            dirty = self._dirty = untracked_set()
+        dirty.add(value)
+        if self._spell:
+            self._spell.pop(value, None)
+    except BaseException:
+        self._rewrite_all()
+        raise
 
 
 def sorted_between(sorted_list: Any, low: Any, high: Any) -> list[Any]:

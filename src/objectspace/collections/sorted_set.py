@@ -7,9 +7,10 @@ from typing import Any
 
 from sortedcontainers import SortedSet
 
-from objectspace.collections._impl import sorted_insert, sorted_remove
+from objectspace.collections._impl import sorted_set_add, sorted_set_discard
 from objectspace.collections._setbase import _SetBase
 from objectspace.collections.base import SortedOrder
+from objectspace.serialization import PLAIN_KEY_TYPES
 
 __all__ = ["PersistedSortedSet"]
 
@@ -35,37 +36,11 @@ class PersistedSortedSet(SortedOrder, _SetBase):
         ``TypeError`` (the set unchanged) when ``value`` cannot be ordered against the
         elements.
         """
-        data = self._data
-        members = data._set  # SortedSet's own add and membership, inline (a hot path)
-        if value not in members:
-            if not self._registered:
-                self._touch()
-            members.add(value)
-            try:
-                sorted_insert(data._list, value)
-            except BaseException:
-                # The sorted list's comparisons raised: out of the hash set again.
-                members.discard(value)
-                raise
-            self._track_edit(value, True)
+        sorted_set_add(self, value, PLAIN_KEY_TYPES)  # one C call with the extension
 
     def discard(self, value: Any) -> None:
         """Remove ``value`` if present; the checkpoint deletes one row."""
-        data = self._data
-        members = data._set  # SortedSet's own discard, inline
-        if value in members:
-            if not self._registered:
-                self._touch()
-            members.remove(value)
-            try:
-                sorted_remove(data._list, value)
-            except BaseException:
-                # The sorted list's comparisons raised: back in the hash set if the list
-                # still holds it.
-                if len(data._list) != len(members):
-                    members.add(value)
-                raise
-            self._track_edit(value, False)
+        sorted_set_discard(self, value)
 
     def _hash_set(self) -> set[Any]:
         members: set[Any] = self._data._set  # not SortedSet.__contains__, a Python call

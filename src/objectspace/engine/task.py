@@ -33,8 +33,8 @@ from objectspace.keyed import (
     earliest,
     expire,
     expired_timers,
-    fire_timer,
     prefix_of_repr,
+    timer_handler,
     to_ms,
 )
 
@@ -142,9 +142,16 @@ def group_rows(
 class OrderedRows(dict[tuple[int, Any], list[Row]]):
     """An instance's rows per (key group, key) as :func:`group_rows` gives them, each key's
     rows already in the order :func:`order_rows` gives them (the task sorted them as
-    columns): :func:`run_instance` does not sort them again."""
+    columns): :func:`run_instance` does not sort them again. :attr:`time_range`, when not
+    ``None``, is the smallest and largest event time of the rows, every row's being an int
+    (the task read them off an integer column without nulls): what the late-row check needs
+    when no row is late, without a pass over the rows."""
 
-    __slots__ = ()
+    __slots__ = ("time_range",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.time_range: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -255,6 +262,25 @@ def group_columns(
     return KeyColumns(groups, touched)
 
 
+def _all_on_time(
+    lo: int,
+    hi: int,
+    timing: TimePlan,
+    stats: TaskStats,
+    late_time: Callable[[int], int] | None,
+) -> bool:
+    """Whether rows whose event times (ints) span ``lo``..``hi`` are all on time and within
+    the datetimes; if so, the largest event time is recorded in ``stats``."""
+    floor = timing.clock.late_watermark
+    if floor is None:
+        floor = 0
+    if lo >= MIN_MS and hi <= MAX_MS and (lo if late_time is None else late_time(lo)) > floor:
+        if hi > stats.max_event_time:
+            stats.max_event_time = hi
+        return True
+    return False
+
+
 def _on_time(
     times: Sequence[Any],
     timing: TimePlan,
@@ -266,15 +292,15 @@ def _on_time(
     ``None``) is at or below the batch's late watermark, and dropped unless late rows are
     kept; a row whose time is null, not a time or outside the datetimes is dropped. Counts
     them (``rows_late``, ``rows_bad_time``) and the largest event time in ``stats``."""
+    if (
+        times
+        and set(map(type, times)) == {int}
+        and _all_on_time(min(times), max(times), timing, stats, late_time)
+    ):
+        return None  # every row on time (the common case), without a pass per row
     floor = timing.clock.late_watermark
     if floor is None:
         floor = 0
-    if times and set(map(type, times)) == {int}:
-        lo, hi = min(times), max(times)
-        if lo >= MIN_MS and hi <= MAX_MS and (lo if late_time is None else late_time(lo)) > floor:
-            if hi > stats.max_event_time:
-                stats.max_event_time = hi
-            return None  # every row on time (the common case), without a pass per row
     keep_late = timing.options.late_rows == "keep"
     largest = stats.max_event_time
     keep = []
@@ -441,6 +467,7 @@ def _run_instance(
             if type(produced) is not list or produced:
                 emit(key, produced)
     if timing is not None:
+        handle = None  # the timer handler, looked up when a key group fires its first
         for key_group in sorted(touched):
             space = instance.space(key_group)
             if fire_group is not None:
@@ -449,6 +476,8 @@ def _run_instance(
                 for key, produced in outputs:
                     emit(key, produced)
             else:
+                if handle is None:
+                    handle = timer_handler(fn, timing.options.on_timer)
                 for when, prefix, key, path in expired_timers(space, now):
                     stats.timers_fired += 1
                     # A timer of the key's own state holds the key's prefix: no key repr.
@@ -457,7 +486,7 @@ def _run_instance(
                         if not path
                         else KeyState.for_key(space, key, clock)
                     )
-                    produced = fire_timer(fn, timing.options.on_timer, key, path, when, root)
+                    produced = handle(key, path, when, root)
                     if type(produced) is not list or produced:
                         emit(key, produced)
             due = earliest(space)
@@ -492,6 +521,10 @@ def _drop_late(
     ``groups`` itself (its lists untouched)."""
     column = timing.options.event_time
     assert column is not None
+    span = groups.time_range if type(groups) is OrderedRows else None
+    if span is not None and all(groups.values()) and _all_on_time(*span, timing, stats, late_time):
+        stats.keys = len(groups)
+        return groups  # every row on time, known without a pass over the rows
     times = [row.get(column) for rows in groups.values() for row in rows]
     keep = _on_time(times, timing, stats, late_time)
     empty = not all(groups.values())

@@ -31,6 +31,7 @@ from objectspace.keyed.timers import (
     earliest,
     expired_timers,
     fire_timer,
+    timer_handler,
     timer_registrar,
 )
 from objectspace.keyed.ttl import TtlDict, TtlList, TtlQueue, TtlSet, TtlValue, expire
@@ -62,6 +63,7 @@ __all__ = [
     "parse_duration",
     "prefix_of_repr",
     "shared_dict",
+    "timer_handler",
     "timer_registrar",
     "to_ms",
 ]

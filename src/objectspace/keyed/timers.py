@@ -68,6 +68,7 @@ __all__ = [
     "earliest",
     "expired_timers",
     "fire_timer",
+    "timer_handler",
     "timer_registrar",
 ]
 
@@ -188,12 +189,30 @@ class _TimerIndex:
     def register(self, prefix: str, key: Any, when: int, names: tuple[str, ...] = ()) -> None:
         """Register the timer at ``when`` (epoch ms, in range) of key state ``prefix`` (key
         ``key``, namespace path ``names``), unless it exists: one row of the due index."""
-        whens = self.by_prefix.get(prefix)
-        if whens is not None and when in whens:
+        by_prefix = self.by_prefix
+        whens = by_prefix.get(prefix)
+        if whens is None:
+            whens = by_prefix[prefix] = {}
+        elif when in whens:
             return
-        entry = (when, "t", prefix, key, names) if names else (when, "t", prefix, key)
-        self.due.add(entry)
-        self.add(entry)
+        if names:
+            entry: tuple[Any, ...] = (when, "t", prefix, key, names)
+            try:
+                self.due.add(entry)
+            except BaseException:
+                if not whens:
+                    del by_prefix[prefix]
+                raise
+            self.add(entry)  # (notes the nested namespace)
+            return
+        entry = (when, "t", prefix, key)
+        try:
+            self.due.add(entry)
+        except BaseException:
+            if not whens:
+                del by_prefix[prefix]
+            raise
+        whens[when] = untrack(entry)  # what add does for a root namespace's timer
 
     def get(self, prefix: str, when: int) -> tuple[Any, ...] | None:
         whens = self.by_prefix.get(prefix)
@@ -391,16 +410,46 @@ def fire_timer(
     given, else ``fn``'s :class:`TimerHandler` method, else ``fn``'s own ``on_timer(key,
     when, state)`` (see the module's timer contract); :class:`ObjectSpaceError` if ``fn``
     has neither."""
+    return timer_handler(fn, on_timer)(key, names, when, root)
+
+
+def timer_handler(
+    fn: Any,
+    on_timer: Callable[[Any, datetime, KeyState], Iterable[Mapping[str, Any]]] | None,
+) -> Callable[[Any, tuple[str, ...], int, KeyState], Iterable[Mapping[str, Any]]]:
+    """``handle(key, names, when, root)``: what :func:`fire_timer` does with ``fn`` and
+    ``on_timer``, the handler looked up once (for a batch that fires many timers). Calling
+    it raises :class:`ObjectSpaceError` if ``fn`` has no handler."""
     if on_timer is not None:
-        return on_timer(key, from_ms(when), root.path(names))
+        given = on_timer
+
+        def call_given(
+            key: Any, names: tuple[str, ...], when: int, root: KeyState
+        ) -> Iterable[Mapping[str, Any]]:
+            return given(key, from_ms(when), root.path(names) if names else root)
+
+        return call_given
     handle = getattr(fn, "handle_timer", None)
     if handle is not None:
-        return handle(key, names, when, root)  # type: ignore[no-any-return]
+        return handle  # type: ignore[no-any-return]
     handler = getattr(fn, "on_timer", None)
     if handler is None:
-        raise ObjectSpaceError(
-            f"a timer of key {key!r} (namespace {'/'.join(names) or '(root)'}) fired at "
-            f"{from_ms(when).isoformat()}, but the function has no timer handler: pass "
-            "on_timer= (key, when, state), or give the function an on_timer method"
-        )
-    return handler(key, from_ms(when), root.path(names))  # type: ignore[no-any-return]
+
+        def refuse(
+            key: Any, names: tuple[str, ...], when: int, root: KeyState
+        ) -> Iterable[Mapping[str, Any]]:
+            raise ObjectSpaceError(
+                f"a timer of key {key!r} (namespace {'/'.join(names) or '(root)'}) fired at "
+                f"{from_ms(when).isoformat()}, but the function has no timer handler: pass "
+                "on_timer= (key, when, state), or give the function an on_timer method"
+            )
+
+        return refuse
+    own = handler
+
+    def call_own(
+        key: Any, names: tuple[str, ...], when: int, root: KeyState
+    ) -> Iterable[Mapping[str, Any]]:
+        return own(key, from_ms(when), root.path(names) if names else root)  # type: ignore[no-any-return]
+
+    return call_own

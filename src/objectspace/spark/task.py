@@ -330,6 +330,7 @@ class _InstanceTask:
             if run in unordered:
                 order_rows(key_rows, plan.order_columns)
             groups[(key_groups[start], key_rows[0][key_column])] = key_rows
+        groups.time_range = _time_range(table, plan)
         return groups
 
     def _pickled(self) -> bytes:
@@ -435,6 +436,22 @@ def _table_rows(table: pa.Table) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = table.to_pylist()
         return rows
     return rows_from_columns(tuple(table.column_names), [c.to_pylist() for c in table.columns])
+
+
+def _time_range(table: pa.Table, plan: TaskPlan) -> tuple[int, int] | None:
+    """The smallest and largest event time of ``table``'s rows when its event-time column
+    is a signed integer column without nulls (each row's event time an int), else ``None``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = None if plan.time is None else plan.time.options.event_time
+    if column is None or column not in table.column_names or not table.num_rows:
+        return None
+    values = table.column(column)
+    if not pa.types.is_signed_integer(values.type) or values.null_count:
+        return None
+    span = pc.min_max(values)
+    return span["min"].as_py(), span["max"].as_py()
 
 
 def _in_spark_task() -> bool:
