@@ -274,8 +274,16 @@ class ObjectSpace:
         object its table deletes. An estimate from the edit pages, nothing encoded;
         O(objects changed)."""
         rows = sum(len(t) + 1 for t in _deletes(self._pending_deleted, self._deleted).values())
+        objects = self._objects
         for object_id in self._dirty.keys() | self._pending.keys():
-            obj = self._objects[object_id]
+            obj = objects[object_id]
+            if type(obj) is PersistedValue:  # its merged page's count, without the page
+                pending = obj._pending
+                if obj._new or (pending is not None and pending.new):
+                    rows += 3  # its row, its table and its index row
+                elif obj._meta or (pending is not None and pending.meta):
+                    rows += 1
+                continue
             page = obj._merged_page()
             if page.new:
                 rows += _entries(obj) + 2

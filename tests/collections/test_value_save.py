@@ -114,3 +114,33 @@ def test_a_space_saves_restores_and_acknowledges_values_through_them() -> None:
     assert [restored.get_value(f"v/{i}").value for i in range(20)] == [
         i * 10 if i % 2 == 0 else i for i in range(20)
     ]
+
+
+def _generic_change_rows(space: osp.ObjectSpace) -> int:
+    """``ObjectSpace.change_rows`` counted from each object's merged page (the count the
+    values' shortcut must give)."""
+    rows = 0
+    for object_id in space._dirty.keys() | space._pending.keys():
+        page = space._objects[object_id]._merged_page()
+        if page.new:
+            rows += 3
+        else:
+            rows += len(page.slots) + len(page.links) + page.meta + page.cleared
+    return rows
+
+
+def test_the_change_estimate_of_values_is_their_merged_pages() -> None:
+    store = osp.MemoryStore()
+    space = osp.ObjectSpace()
+    space.create_value("old", 1)
+    space.create_value("kept", 1)
+    space.checkpoint(store)
+    assert space.change_rows() == _generic_change_rows(space) == 0
+    space.create_value("new", 2)  # new, not saved
+    space.get_value("old").value = 3  # set
+    assert space.change_rows() == _generic_change_rows(space) == 3 + 1
+    space.save(store.writer(osp.CheckpointKind.DIFFERENTIAL))  # saved, not acknowledged
+    assert space.change_rows() == _generic_change_rows(space) == 3 + 1
+    space.get_value("new").value = 4  # set again while its save is pending
+    space.get_value("kept").value = 5
+    assert space.change_rows() == _generic_change_rows(space) == 3 + 1 + 1

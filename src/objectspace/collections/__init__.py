@@ -7,6 +7,7 @@ twin ``_pycore``, chosen by ``_impl``; ``base`` holds what every type shares.
 from __future__ import annotations
 
 from objectspace.collections._impl import (
+    columns_from_rows,
     grouped_tables,
     key_encoder,
     numbered_folders,
@@ -15,6 +16,7 @@ from objectspace.collections._impl import (
     table_heads,
     untrack,
     utc_from_ms,
+    utc_micros,
 )
 from objectspace.collections.array import PersistedArray
 from objectspace.collections.base import PersistedObject
@@ -42,6 +44,7 @@ __all__ = [
     "PersistedSortedSet",
     "PersistedStack",
     "PersistedValue",
+    "columns_from_rows",
     "grouped_tables",
     "key_encoder",
     "numbered_folders",
@@ -50,6 +53,7 @@ __all__ = [
     "table_heads",
     "untrack",
     "utc_from_ms",
+    "utc_micros",
 ]
 
 KINDS: dict[str, type[PersistedObject]] = {

@@ -3432,6 +3432,111 @@ core_rows_from_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     return rows;
 }
 
+/* columns_from_rows(rows, names): see objectspace.collections._pycore.columns_from_rows */
+static PyObject *
+core_columns_from_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "columns_from_rows takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rows = args[0], *names = args[1];
+    if (!PyList_Check(rows) || !PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "columns_from_rows: rows must be a list, names a tuple");
+        return NULL;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(names), n = PyList_GET_SIZE(rows);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyDict_Check(PyList_GET_ITEM(rows, i))) {
+            PyErr_Format(PyExc_TypeError, "columns_from_rows: row %zd is not a dict", i);
+            return NULL;
+        }
+    }
+    PyObject *columns = PyList_New(width);
+    if (columns == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < width; j++) {
+        PyObject *column = PyList_New(n);
+        if (column == NULL) {
+            Py_DECREF(columns);
+            return NULL;
+        }
+        PyList_SET_ITEM(columns, j, column);
+        PyObject *name = PyTuple_GET_ITEM(names, j);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            /* (the rows are the caller's list of dicts: a key's hash or equality could
+               still run code, which cannot shorten this list the caller holds) */
+            PyObject *value = PyDict_GetItemWithError(PyList_GET_ITEM(rows, i), name);
+            if (value == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(columns);
+                    return NULL;
+                }
+                value = Py_None;
+            }
+            PyList_SET_ITEM(column, i, Py_NewRef(value));
+        }
+    }
+    return columns;
+}
+
+/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d (H. Hinnant's days_from_civil). */
+static long long
+days_from_civil(long long y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (long long)doe - 719468;
+}
+
+/* utc_micros(values): see objectspace.collections._pycore.utc_micros */
+static PyObject *
+core_utc_micros(PyObject *Py_UNUSED(module), PyObject *values)
+{
+    if (!PyList_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "utc_micros takes a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        if (value == Py_None) {
+            PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+            continue;
+        }
+        if (!PyDateTime_CheckExact(value)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *tz = PyDateTime_DATE_GET_TZINFO(value);
+        if (tz != Py_None && tz != PyDateTime_TimeZone_UTC) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        long long days = days_from_civil(PyDateTime_GET_YEAR(value), PyDateTime_GET_MONTH(value),
+                                         PyDateTime_GET_DAY(value));
+        long long seconds = days * 86400 + PyDateTime_DATE_GET_HOUR(value) * 3600 +
+                            PyDateTime_DATE_GET_MINUTE(value) * 60 +
+                            PyDateTime_DATE_GET_SECOND(value);
+        PyObject *micros =
+            PyLong_FromLongLong(seconds * 1000000 + PyDateTime_DATE_GET_MICROSECOND(value));
+        if (micros == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, micros);
+    }
+    return out;
+}
+
 static PyObject *
 core_row_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -3821,6 +3926,14 @@ static PyMethodDef core_functions[] = {
      "rows_from_columns($module, names, columns, /)\n--\n\n"
      "A dict per row of equal-length column lists: see "
      "objectspace.collections._pycore.rows_from_columns."},
+    {"columns_from_rows", (PyCFunction)(void (*)(void))core_columns_from_rows, METH_FASTCALL,
+     "columns_from_rows($module, rows, names, /)\n--\n\n"
+     "A list per name of the rows' values (None where a row lacks it): see "
+     "objectspace.collections._pycore.columns_from_rows."},
+    {"utc_micros", core_utc_micros, METH_O,
+     "utc_micros($module, values, /)\n--\n\n"
+     "Datetimes (naive or in UTC) and Nones as microseconds since the epoch, or None: see "
+     "objectspace.collections._pycore.utc_micros."},
     {"row_columns", (PyCFunction)(void (*)(void))core_row_columns, METH_FASTCALL,
      "row_columns($module, table_rows, full, deleted, /)\n--\n\n"
      "The rows of a block's tables as the block's columns: see "

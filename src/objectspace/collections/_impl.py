@@ -21,6 +21,7 @@ __all__ = [
     "QueueBase",
     "StackBase",
     "ValueBase",
+    "columns_from_rows",
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
@@ -38,6 +39,7 @@ __all__ = [
     "untrack",
     "untracked_set",
     "utc_from_ms",
+    "utc_micros",
     "value_setup",
 ]
 
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
         QueueBase,
         StackBase,
         ValueBase,
+        columns_from_rows,
         emit_rows,
         emit_set_rows,
         emit_sorted_rows,
@@ -86,6 +89,7 @@ if TYPE_CHECKING:
         untrack,
         untracked_set,
         utc_from_ms,
+        utc_micros,
         value_setup,
     )
 else:
@@ -97,6 +101,8 @@ else:
     QueueBase = _module.QueueBase
     StackBase = _module.StackBase
     emit_rows = _module.emit_rows
+    columns_from_rows = _module.columns_from_rows
+    utc_micros = _module.utc_micros
     emit_set_rows = _module.emit_set_rows
     emit_sorted_rows = _module.emit_sorted_rows
     key_encoder = _module.KeyEncoder if IMPLEMENTATION == "c" else _module.key_encoder

@@ -20,6 +20,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from datetime import UTC, date, datetime
 from itertools import chain, compress, count, repeat
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -42,6 +43,7 @@ __all__ = [
     "QueueBase",
     "StackBase",
     "ValueBase",
+    "columns_from_rows",
     "emit_rows",
     "emit_set_rows",
     "emit_sorted_rows",
@@ -59,6 +61,7 @@ __all__ = [
     "untrack",
     "untracked_set",
     "utc_from_ms",
+    "utc_micros",
     "value_setup",
 ]
 
@@ -593,6 +596,42 @@ def rows_from_columns(names: tuple[str, ...], columns: list[list[Any]], /) -> li
     if len({len(column) for column in columns}) > 1:
         raise ValueError("rows_from_columns: columns of unequal lengths")
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def columns_from_rows(rows: list[dict[str, Any]], names: tuple[str, ...], /) -> list[list[Any]]:
+    """The values of ``rows`` (dicts) as one list per name, ``None`` where a row lacks the
+    name: what ``pyarrow.Table.from_pylist`` takes of each row for a schema of ``names``.
+    A row that is not a dict raises ``TypeError``."""
+    if not isinstance(rows, list) or not isinstance(names, tuple):
+        raise TypeError("columns_from_rows: rows must be a list, names a tuple")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise TypeError(f"columns_from_rows: row {i} is not a dict")
+    return [[row.get(name) for row in rows] for name in names]
+
+
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
+def utc_micros(values: list[Any], /) -> list[int | None] | None:
+    """``values`` (datetimes, naive or in UTC, and ``None``) as microseconds since the
+    epoch, a naive datetime taken as UTC (as Arrow stores either in a UTC timestamp
+    column), ``None`` kept; ``None`` when a value is anything else (another time zone, a
+    subclass, not a datetime), which Arrow then converts itself."""
+    if not isinstance(values, list):
+        raise TypeError("utc_micros takes a list")
+    out: list[int | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        tz = value.tzinfo if type(value) is datetime else ()
+        if tz is not None and tz is not UTC:
+            return None
+        seconds = (value.toordinal() - _EPOCH_DAY) * 86400
+        seconds += value.hour * 3600 + value.minute * 60 + value.second
+        out.append(seconds * 1_000_000 + value.microsecond)
+    return out
 
 
 def table_heads(names: list[str], /) -> tuple[list[str], list[int], list[str]]:

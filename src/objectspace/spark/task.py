@@ -17,7 +17,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from objectspace.checkpoint import Instance, Operator, Receipt
-from objectspace.collections import rows_from_columns
+from objectspace.collections import columns_from_rows, rows_from_columns, utc_micros
 from objectspace.collector import gc_paused, keep_frozen, keeps_frozen
 from objectspace.engine import (
     INSTANCE_COLUMN,
@@ -342,8 +342,24 @@ class _InstanceTask:
     def _table(self, out: list[dict[str, Any]]) -> pa.Table:
         import pyarrow as pa
 
+        schema = self.output_schema
         try:
-            return pa.Table.from_pylist(out, schema=self.output_schema)
+            if not out:
+                return schema.empty_table()
+            # What Table.from_pylist does, its per-row passes in C, and the timestamp
+            # columns (naive or UTC datetimes) handed to Arrow as microseconds.
+            arrays = []
+            for field, values in zip(
+                schema, columns_from_rows(out, tuple(schema.names)), strict=True
+            ):
+                kind = field.type
+                if pa.types.is_timestamp(kind) and kind.unit == "us":
+                    micros = utc_micros(values)
+                    if micros is not None:
+                        arrays.append(pa.array(micros, pa.int64()).cast(kind))
+                        continue
+                arrays.append(pa.array(values, type=kind))
+            return pa.Table.from_arrays(arrays, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             raise ObjectSpaceError(
                 f"operator {self.plan.info.name!r}: output rows do not fit output_schema "
