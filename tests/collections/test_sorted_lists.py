@@ -198,3 +198,28 @@ def test_remove_from_an_empty_list_or_past_its_end(remove: Callable[..., None]) 
     with pytest.raises(ValueError, match="3 not in list"):
         remove(values, 3)
     assert list(values) == [1, 5]
+
+
+@pytest.mark.parametrize("load", [4, 8, 1000])
+def test_dropping_the_front_is_what_deleting_the_slice_does(load: int) -> None:
+    from objectspace.collections.sorted_set import drop_front
+
+    rng = random.Random(load)
+    for _ in range(300):
+        values = sorted(rng.randrange(1000) for _ in range(rng.randrange(0, 200)))
+        mine, theirs = SortedList(values), SortedList(values)
+        mine._reset(load)
+        theirs._reset(load)
+        if rng.random() < 0.5 and len(mine):  # a built position index
+            assert mine[len(mine) // 2] == theirs[len(theirs) // 2]
+        n = rng.randrange(0, len(values) + 1)
+        drop_front(mine, n)
+        del theirs[:n]
+        assert list(mine) == list(theirs) and len(mine) == len(theirs)
+        mine._check()
+        if len(mine):
+            assert mine[len(mine) // 2] == theirs[len(theirs) // 2]
+        mine.add(500)
+        theirs.add(500)
+        assert list(mine) == list(theirs)
+        mine._check()
