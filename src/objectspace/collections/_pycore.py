@@ -416,6 +416,14 @@ def _needs_spelling(value: Any, plain: AbstractSet[type]) -> bool:
     return kind is not tuple or not set(map(type, value)) <= plain
 
 
+def _dirty_of(obj: Any) -> set[Any]:
+    """``obj``'s set of dirty slots, made (untracked) by its first edit."""
+    dirty: set[Any] | None = obj._dirty
+    if dirty is None:
+        dirty = obj._dirty = untracked_set()
+    return dirty
+
+
 def sorted_set_add(self: Any, value: Any, plain: AbstractSet[type], /) -> None:
     """``PersistedSortedSet.add(value)``: when ``value`` is not a member, touch the set, add
     it to the hash set and the sorted list (``TypeError`` from a comparison takes it out of
@@ -436,10 +444,7 @@ def sorted_set_add(self: Any, value: Any, plain: AbstractSet[type], /) -> None:
         members.discard(value)
         raise
     try:
-        dirty = self._dirty
-        if dirty is None:
-            dirty = self._dirty = untracked_set()
-        dirty.add(value)
+        _dirty_of(self).add(value)
         if _needs_spelling(value, plain):
             self._spell[value] = value
     except BaseException:
@@ -467,10 +472,7 @@ def sorted_set_discard(self: Any, value: Any, /) -> None:
             members.add(value)
         raise
     try:
-        dirty = self._dirty
-        if dirty is None:
-            dirty = self._dirty = untracked_set()
-        dirty.add(value)
+        _dirty_of(self).add(value)
         if self._spell:
             self._spell.pop(value, None)
     except BaseException:

@@ -195,24 +195,17 @@ class _TimerIndex:
             whens = by_prefix[prefix] = {}
         elif when in whens:
             return
-        if names:
-            entry: tuple[Any, ...] = (when, "t", prefix, key, names)
-            try:
-                self.due.add(entry)
-            except BaseException:
-                if not whens:
-                    del by_prefix[prefix]
-                raise
-            self.add(entry)  # (notes the nested namespace)
-            return
-        entry = (when, "t", prefix, key)
+        entry = (when, "t", prefix, key, names) if names else (when, "t", prefix, key)
         try:
             self.due.add(entry)
         except BaseException:
             if not whens:
                 del by_prefix[prefix]
             raise
-        whens[when] = untrack(entry)  # what add does for a root namespace's timer
+        if names:
+            self.add(entry)  # (notes the nested namespace)
+        else:
+            whens[when] = untrack(entry)  # what add does for a root namespace's timer
 
     def get(self, prefix: str, when: int) -> tuple[Any, ...] | None:
         whens = self.by_prefix.get(prefix)
