@@ -413,19 +413,12 @@ def timer_handler(
     """``handle(key, names, when, root)``: what :func:`fire_timer` does with ``fn`` and
     ``on_timer``, the handler looked up once (for a batch that fires many timers). Calling
     it raises :class:`ObjectSpaceError` if ``fn`` has no handler."""
-    if on_timer is not None:
-        given = on_timer
-
-        def call_given(
-            key: Any, names: tuple[str, ...], when: int, root: KeyState
-        ) -> Iterable[Mapping[str, Any]]:
-            return given(key, from_ms(when), root.path(names) if names else root)
-
-        return call_given
-    handle = getattr(fn, "handle_timer", None)
-    if handle is not None:
-        return handle  # type: ignore[no-any-return]
-    handler = getattr(fn, "on_timer", None)
+    handler: Any = on_timer
+    if handler is None:
+        handle = getattr(fn, "handle_timer", None)
+        if handle is not None:
+            return handle  # type: ignore[no-any-return]
+        handler = getattr(fn, "on_timer", None)
     if handler is None:
 
         def refuse(
@@ -438,11 +431,11 @@ def timer_handler(
             )
 
         return refuse
-    own = handler
 
-    def call_own(
+    def call(
         key: Any, names: tuple[str, ...], when: int, root: KeyState
     ) -> Iterable[Mapping[str, Any]]:
-        return own(key, from_ms(when), root.path(names) if names else root)  # type: ignore[no-any-return]
+        # on_timer= or the function's own on_timer: a datetime and the registering namespace
+        return handler(key, from_ms(when), root.path(names) if names else root)  # type: ignore[no-any-return]
 
-    return call_own
+    return call
